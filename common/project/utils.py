@@ -1,0 +1,277 @@
+"""Configuration, launch, logging and checkpointing helpers shared by the training scripts."""
+
+import logging
+{% if cookiecutter.argparser == "argparse" %}
+from argparse import ArgumentParser
+{% endif %}
+from collections.abc import Callable
+from datetime import datetime
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
+
+{% if cookiecutter.argparser == "fire" %}
+import fire
+{% elif cookiecutter.argparser == "hydra" %}
+import hydra
+{% endif %}
+import ignite.distributed as idist
+import torch
+import yaml
+from ignite.engine import Engine, Events
+from ignite.handlers import (
+    Checkpoint,
+{% if cookiecutter.save_training or cookiecutter.save_best_model %}
+    DiskSaver,
+{% endif %}
+{% if cookiecutter.patience | int > 0 %}
+    EarlyStopping,
+{% endif %}
+    ProgressBar,
+{% if cookiecutter.terminate_on_nan %}
+    TerminateOnNan,
+{% endif %}
+{% if cookiecutter.limit_sec | int > 0 %}
+    TimeLimit,
+{% endif %}
+{% if cookiecutter.timer %}
+    Timer,
+{% endif %}
+{% if cookiecutter.save_best_model or cookiecutter.logger == "tensorboard" %}
+    global_step_from_engine,
+{% endif %}
+)
+{% if cookiecutter.logger == "tensorboard" %}
+from ignite.handlers.tensorboard_logger import TensorboardLogger
+{% endif %}
+from ignite.utils import setup_logger
+{% if cookiecutter.argparser == "hydra" %}
+from omegaconf import DictConfig, OmegaConf
+{% endif %}
+
+BACKENDS = ("nccl", "gloo")
+RunFn = Callable[[int, SimpleNamespace], None]
+
+
+{% if cookiecutter.argparser == "argparse" %}
+def cli(run: RunFn) -> None:
+    """Train from the command line: ``python main.py config.yaml [--backend BACKEND]``."""
+    parser = ArgumentParser(description="Train with PyTorch-Ignite.")
+    parser.add_argument("config", type=Path, help="path to the YAML config, e.g. config.yaml")
+    parser.add_argument("--backend", choices=BACKENDS, help="distributed backend (default: the config's)")
+    args = parser.parse_args()
+    overrides = {} if args.backend is None else {"backend": args.backend}
+    launch(run, load_config(args.config, **overrides))
+{% elif cookiecutter.argparser == "fire" %}
+def cli(run: RunFn) -> None:
+    """Train from the command line with Python Fire."""
+
+    def train(config: str = "config.yaml", **overrides: Any) -> None:
+        """Train: ``python main.py config.yaml --key=value ...`` overrides any config key."""
+        launch(run, load_config(config, **overrides))
+
+    fire.Fire(train)
+{% else %}
+def cli(run: RunFn) -> None:
+    """Train from the command line with Hydra: ``python main.py key=value ...``."""
+
+    # An absolute config path: Hydra would resolve a relative one against this module's package.
+    @hydra.main(version_base="1.3", config_path=str(Path(__file__).resolve().parent), config_name="config")
+    def train(cfg: DictConfig) -> None:
+        launch(run, SimpleNamespace(**OmegaConf.to_container(cfg, resolve=True)))
+
+    train()
+{% endif %}
+{% if cookiecutter.argparser != "hydra" %}
+
+
+def load_config(path: str | Path, **overrides: Any) -> SimpleNamespace:
+    """Read the YAML config and apply command-line overrides, refusing unknown keys."""
+    with open(path) as f:
+        config = yaml.safe_load(f)
+    unknown = sorted(set(overrides) - set(config))
+    if unknown:
+        raise SystemExit(f"Unknown config keys {unknown}; the keys in {path} are {sorted(config)}")
+    config.update(overrides)
+    return SimpleNamespace(**config)
+{% endif %}
+
+
+def check_backend(backend: str | None) -> None:
+    """Fail early, with a fix, when the chosen backend cannot run on this machine."""
+    if backend == "nccl" and not torch.cuda.is_available():
+        raise SystemExit(
+            "backend 'nccl' needs a CUDA GPU, and none is visible here. "
+            "Train on CPU with backend 'gloo' instead (--backend gloo)."
+        )
+
+
+def launch(run: RunFn, config: SimpleNamespace) -> None:
+    """Call ``run(local_rank, config)`` in every training process."""
+    check_backend(config.backend)
+{% if cookiecutter.launcher == "spawn" %}
+    # This script starts the processes itself; with no backend it runs as one process.
+    spawn_kwargs = {}
+    if config.backend is not None:
+        spawn_kwargs = {
+            "nproc_per_node": config.nproc_per_node,
+            "nnodes": config.nnodes,
+            "node_rank": config.node_rank,
+            "master_addr": config.master_addr,
+            "master_port": config.master_port,
+        }
+    with idist.Parallel(backend=config.backend, **spawn_kwargs) as parallel:
+        parallel.run(run, config)
+{% else %}
+    # torchrun (or no launcher at all) has already started the processes: ignite joins them.
+    with idist.Parallel(backend=config.backend) as parallel:
+        parallel.run(run, config)
+{% endif %}
+
+
+def setup_run_dir(config: SimpleNamespace) -> Path:
+    """Create a fresh run directory under ``output_dir`` and save the config there (rank 0)."""
+    run_dir = ""
+    if idist.get_rank() == 0:
+        stamp = datetime.now().strftime("%Y%m%d-%H%M%S")
+        path = Path(config.output_dir) / f"{stamp}-{config.backend or 'single'}"
+        suffix = 1
+        while path.exists():  # two runs started in the same second
+            suffix += 1
+            path = Path(config.output_dir) / f"{stamp}-{config.backend or 'single'}-{suffix}"
+        path.mkdir(parents=True)
+        with open(path / "config-lock.yaml", "w") as f:
+            yaml.safe_dump(vars(config), f, sort_keys=False)
+        run_dir = path.as_posix()
+    # Every process needs the same path, chosen once by rank 0.
+    return Path(idist.broadcast(run_dir, src=0))
+
+
+def setup_logging(run_dir: Path) -> logging.Logger:
+    """Log to the console and to ``training.log`` in the run directory, on rank 0 only."""
+    return setup_logger(
+        name="train",
+        format="%(asctime)s %(name)s %(levelname)s: %(message)s",
+        filepath=run_dir / "training.log",
+        distributed_rank=idist.get_rank(),
+    )
+
+
+def log_metrics(logger: logging.Logger, epoch: int, tag: str, metrics: dict[str, float]) -> None:
+    """Log metrics on one line, e.g. ``Epoch 2 - eval: accuracy=0.5100 loss=1.2000``."""
+    values = " ".join(f"{name}={value:.4f}" for name, value in metrics.items())
+    logger.info("Epoch %d - %s: %s", epoch, tag, values)
+
+
+def setup_handlers(
+    trainer: Engine,
+    evaluator: Engine,
+    config: SimpleNamespace,
+    run_dir: Path,
+{% if cookiecutter.save_training %}
+    to_save: dict[str, Any],
+{% endif %}
+{% if cookiecutter.save_best_model %}
+    model: torch.nn.Module,
+{% endif %}
+) -> None:
+    """Attach progress bar, loss logging, checkpoints and the optional stopping rules."""
+    # The loss stays on the device during the step and is read here, only every
+    # `log_every_iters` iterations: each read is a host sync.
+    every = Events.ITERATION_COMPLETED(every=config.log_every_iters)
+    if idist.get_rank() == 0:
+        ProgressBar(persist=True).attach(
+            trainer, output_transform=lambda out: {"loss": out["train_loss"]}, event_name=every
+        )
+
+    @trainer.on(every)
+    def log_train_loss(engine: Engine) -> None:
+        loss = engine.state.output["train_loss"].item()
+        engine.logger.info("Epoch %d - iteration %d: train_loss=%.4f", engine.state.epoch, engine.state.iteration, loss)
+
+{% if cookiecutter.terminate_on_nan %}
+    trainer.add_event_handler(every, TerminateOnNan(output_transform=lambda out: out["train_loss"]))
+{% endif %}
+{% if cookiecutter.save_training %}
+    # Training state at a fixed interval and at every epoch end, so a run can resume.
+    save_training = Checkpoint(
+        to_save,
+        DiskSaver(run_dir, require_empty=False),
+        filename_prefix=config.filename_prefix,
+        n_saved=config.n_saved,
+    )
+    trainer.add_event_handler(
+        Events.ITERATION_COMPLETED(
+            event_filter=lambda engine, it: it % config.save_every_iters == 0 or it % engine.state.epoch_length == 0
+        ),
+        save_training,
+    )
+{% endif %}
+{% if cookiecutter.save_best_model %}
+    save_best = Checkpoint(
+        {"model": model},
+        DiskSaver(run_dir, require_empty=False),
+        filename_prefix="best",
+        score_function=Checkpoint.get_default_score_fn("accuracy"),
+        score_name="accuracy",
+        n_saved=config.n_saved,
+        global_step_transform=global_step_from_engine(trainer),
+    )
+    evaluator.add_event_handler(Events.COMPLETED, save_best)
+{% endif %}
+{% if cookiecutter.patience | int > 0 %}
+    stopper = EarlyStopping(
+        config.patience, score_function=lambda engine: engine.state.metrics["accuracy"], trainer=trainer
+    )
+    evaluator.add_event_handler(Events.COMPLETED, stopper)
+{% endif %}
+{% if cookiecutter.limit_sec | int > 0 %}
+    trainer.add_event_handler(Events.ITERATION_COMPLETED, TimeLimit(config.limit_sec))
+{% endif %}
+{% if cookiecutter.timer %}
+    timer = Timer(average=True)
+    timer.attach(trainer, step=Events.ITERATION_COMPLETED)
+
+    @trainer.on(Events.EPOCH_COMPLETED)
+    def log_iteration_time(engine: Engine) -> None:
+        engine.logger.info("Epoch %d - %.4f s per iteration", engine.state.epoch, timer.value())
+{% endif %}
+{% if cookiecutter.save_training %}
+
+    @trainer.on(Events.COMPLETED)
+    def log_last_checkpoint(engine: Engine) -> None:
+        engine.logger.info("Last training checkpoint: %s", save_training.last_checkpoint)
+{% endif %}
+
+
+def resume_from(to_load: dict[str, Any], checkpoint_path: str | Path, logger: logging.Logger) -> None:
+    """Restore objects (model, optimizer, trainer state, ...) from a checkpoint file."""
+    path = Path(checkpoint_path)
+    if not path.is_file():
+        raise FileNotFoundError(f"resume_from: no checkpoint file at {path}")
+    # A full unpickle: the trainer state holds more than tensors. Only load checkpoints you trust.
+    checkpoint = torch.load(path, map_location="cpu", weights_only=False)
+    Checkpoint.load_objects(to_load=to_load, checkpoint=checkpoint)
+    logger.info("Resumed from %s", path)
+{% if cookiecutter.logger == "tensorboard" %}
+
+
+def setup_tracking(
+    trainer: Engine, evaluator: Engine, optimizer: torch.optim.Optimizer, config: SimpleNamespace, run_dir: Path
+) -> TensorboardLogger:
+    """Write the training loss, learning rate and eval metrics as TensorBoard events (rank 0)."""
+    tb_logger = TensorboardLogger(log_dir=run_dir / "tensorboard")
+    every = Events.ITERATION_COMPLETED(every=config.log_every_iters)
+    tb_logger.attach_output_handler(
+        trainer, event_name=every, tag="train", output_transform=lambda out: {"loss": out["train_loss"]}
+    )
+    tb_logger.attach_opt_params_handler(trainer, event_name=every, optimizer=optimizer)
+    tb_logger.attach_output_handler(
+        evaluator,
+        event_name=Events.COMPLETED,
+        tag="eval",
+        metric_names="all",
+        global_step_transform=global_step_from_engine(trainer),
+    )
+    return tb_logger
+{% endif %}

@@ -1,0 +1,86 @@
+"""Pre-generation hook shared by every template: reject invalid answers before a file is written.
+
+Cookiecutter renders this file with Jinja and runs it with its own Python, so it may only use the
+standard library. The answers arrive as JSON on the last line; everything above it is plain Python
+that the tests import and call directly.
+"""
+
+import json
+import keyword
+import re
+import sys
+
+# Names the generated project uses for its own modules: a package of the same name would shadow them.
+RESERVED_SLUGS = {"data", "models", "trainers", "utils", "main", "torch", "ignite", "tests"}
+HOST_PATTERN = re.compile(r"[A-Za-z0-9][A-Za-z0-9.\-]*|\[[0-9A-Fa-f:]+\]")
+PREFIX_PATTERN = re.compile(r"[A-Za-z0-9_\-]+")
+
+
+def _int_rule(ctx: dict, key: str, minimum: int, maximum: int | None = None) -> str | None:
+    """Check that ``ctx[key]`` is a whole number in range; return an error message or None."""
+    value = str(ctx[key]).strip()
+    allowed = f"a whole number from {minimum} to {maximum}" if maximum else f"a whole number of at least {minimum}"
+    if not re.fullmatch(r"-?[0-9]+", value) or not (minimum <= int(value) <= (maximum or int(value))):
+        return f"{key}={ctx[key]!r} is not allowed: it must be {allowed}"
+    return None
+
+
+def validate(ctx: dict) -> list[str]:
+    """Return one plain-English message per invalid answer (empty when all answers are valid)."""
+    errors = []
+    name = str(ctx["project_name"])
+    if not name.strip() or not name.isprintable():
+        errors.append(f"project_name={name!r} is not allowed: it must be non-empty printable text")
+    slug = str(ctx["project_slug"])
+    if not re.fullmatch(r"[a-z_][a-z0-9_]*", slug) or keyword.iskeyword(slug) or slug in RESERVED_SLUGS:
+        errors.append(
+            f"project_slug={slug!r} is not allowed: it must be a Python package name (lower-case letters, "
+            f"digits and underscores, not starting with a digit), not a Python keyword and not one of "
+            f"{sorted(RESERVED_SLUGS)}"
+        )
+
+    checks = [
+        ("nproc_per_node", 1, None),
+        ("nnodes", 1, None),
+        ("master_port", 1, 65535),
+        ("n_saved", 1, None),
+        ("save_every_iters", 1, None),
+        ("patience", 0, None),
+        ("limit_sec", 0, None),
+        ("log_every_iters", 1, None),
+    ]
+    errors += [msg for key, low, high in checks if (msg := _int_rule(ctx, key, low, high))]
+
+    if not HOST_PATTERN.fullmatch(str(ctx["master_addr"])):
+        errors.append(f"master_addr={ctx['master_addr']!r} is not allowed: it must be a host name or an IP address")
+    if not PREFIX_PATTERN.fullmatch(str(ctx["filename_prefix"])):
+        errors.append(
+            f"filename_prefix={ctx['filename_prefix']!r} is not allowed: it must use only letters, digits, '_' or '-'"
+        )
+    output_dir = str(ctx["output_dir"])
+    if not output_dir.strip() or not output_dir.isprintable():
+        errors.append(f"output_dir={output_dir!r} is not allowed: it must be a non-empty path on one line")
+
+    if ctx["launcher"] == "none" and not errors:
+        for key in ("nproc_per_node", "nnodes"):
+            if int(ctx[key]) != 1:
+                errors.append(
+                    f"{key}={ctx[key]!r} is not allowed with launcher='none' (one process): it must be 1; "
+                    f"choose launcher 'torchrun' or 'spawn' for distributed training"
+                )
+    return errors
+
+
+def main(ctx: dict) -> None:
+    """Print every problem at once, then stop generation with a non-zero exit."""
+    errors = validate(ctx)
+    if errors:
+        template = ctx.get("_template_name", "template")
+        print(f"Cannot generate the {template} project:", file=sys.stderr)
+        for message in errors:
+            print(f"  - {message}", file=sys.stderr)
+        sys.exit(1)
+
+
+if __name__ == "__main__":
+    main(json.loads(r"""{{ cookiecutter | tojson }}"""))

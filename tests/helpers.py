@@ -1,0 +1,132 @@
+"""Helpers shared by the test modules: templates, option combinations and running generated projects."""
+
+import itertools
+import os
+import re
+import shlex
+import subprocess
+import sys
+from pathlib import Path
+
+import yaml
+
+REPO = Path(__file__).resolve().parents[1]
+TEMPLATES = ["vision-classification"]
+PYTHON = sys.executable
+
+# Every option a template offers, with the values the tests cover (all values of each choice, both
+# values of each switch, and "off" plus one setting for numbers that turn a feature on).
+OPTIONS: dict[str, list] = {
+    "argparser": ["argparse", "fire", "hydra"],
+    "backend": ["nccl", "gloo"],
+    "launcher": ["none", "torchrun", "spawn"],
+    "logger": ["none", "tensorboard"],
+    "deterministic": [False, True],
+    "mixed_precision": [False, True],
+    "save_training": [True, False],
+    "save_best_model": [True, False],
+    "terminate_on_nan": [True, False],
+    "timer": [False, True],
+    "include_test": [True, False],
+    "patience": ["0", "3"],
+    "limit_sec": ["0", "600"],
+    "nnodes": ["1", "2"],
+}
+
+
+def pairwise(options: dict[str, list]) -> list[dict]:
+    """A small set of combinations in which every pair of values of two options appears at least once.
+
+    Greedy and deterministic: each new combination takes, option by option, the value that covers
+    the most pairs not yet covered.
+    """
+    names = list(options)
+    uncovered = {
+        ((a, va), (b, vb)) for a, b in itertools.combinations(names, 2) for va in options[a] for vb in options[b]
+    }
+    combos = []
+    while uncovered:
+        # Start from an uncovered pair so that every round makes progress.
+        (a, va), (b, vb) = min(
+            uncovered, key=lambda pair: (names.index(pair[0][0]), names.index(pair[1][0]), str(pair))
+        )
+        combo = {a: va, b: vb}
+        for name in names:
+            if name not in combo:
+                combo[name] = max(options[name], key=lambda value, name=name: _gain(uncovered, combo, name, value))
+        ordered = {name: combo[name] for name in names}
+        uncovered -= {((x, ordered[x]), (y, ordered[y])) for x, y in itertools.combinations(names, 2)}
+        combos.append(ordered)
+    return combos
+
+
+def _gain(uncovered: set, combo: dict, name: str, value) -> int:
+    """How many uncovered pairs choosing ``name=value`` would cover, given the values chosen so far."""
+    return sum(((n, v), (name, value)) in uncovered or ((name, value), (n, v)) in uncovered for n, v in combo.items())
+
+
+def valid(combo: dict) -> dict:
+    """Adjust a combination to the template's rules (one process for launcher 'none')."""
+    combo = dict(combo)
+    if combo["launcher"] == "none":
+        combo["nnodes"] = "1"
+    else:
+        combo["nproc_per_node"] = "2"
+    return combo
+
+
+def make_offline(project: Path, **overrides) -> dict:
+    """Edit the project's config.yaml as a user would for a quick offline run; return the config."""
+    path = project / "config.yaml"
+    config = yaml.safe_load(path.read_text())
+    config.update(
+        dataset="synthetic",
+        batch_size=8,
+        eval_batch_size=8,
+        num_workers=0,
+        max_epochs=2,
+        train_epoch_length=3,
+        eval_epoch_length=2,
+        log_every_iters=1,
+    )
+    config.update(overrides)
+    path.write_text(yaml.safe_dump(config, sort_keys=False))
+    return config
+
+
+def run_cmd(cmd: list[str], cwd: Path, timeout: int = 300, env: dict | None = None) -> subprocess.CompletedProcess:
+    """Run a command in a generated project; fail the test with its output if it fails."""
+    full_env = {**os.environ, "PYTHONUNBUFFERED": "1", **(env or {})}
+    proc = subprocess.run(cmd, cwd=cwd, capture_output=True, text=True, timeout=timeout, env=full_env)
+    assert proc.returncode == 0, (
+        f"`{' '.join(cmd)}` failed in {cwd} with exit code {proc.returncode}\n"
+        f"--- stdout ---\n{proc.stdout[-6000:]}\n--- stderr ---\n{proc.stderr[-6000:]}"
+    )
+    return proc
+
+
+def run_dirs(project: Path, output_dir: str = "./logs") -> list[Path]:
+    """The run directories a project wrote, oldest first."""
+    return sorted((project / output_dir).iterdir())
+
+
+def readme_train_command(project: Path) -> list[str]:
+    """The training command exactly as the project's README gives it, bound to this test's Python."""
+    readme = (project / "README.md").read_text()
+    section = readme.split("## Train", 1)[1]
+    command = section.split("```bash\n", 1)[1].split("\n```", 1)[0].strip()
+    argv = shlex.split(command)
+    if argv[0] == "python":
+        return [PYTHON, *argv[1:]]
+    if argv[0] == "torchrun":
+        return [PYTHON, "-m", "torch.distributed.run", *argv[1:]]
+    raise AssertionError(f"unexpected training command in README: {command}")
+
+
+def read_log(run_dir: Path) -> dict:
+    """What a user checks in training.log: the logged train losses and the eval metrics per epoch."""
+    log = (run_dir / "training.log").read_text()
+    losses = [float(v) for v in re.findall(r"train_loss=([-+0-9.naif]+)", log)]
+    evals = [dict(re.findall(r"(\w+)=([0-9.]+)", line)) for line in log.splitlines() if " - eval: " in line]
+    iterations = [int(v) for v in re.findall(r"iteration (\d+): train_loss", log)]
+    return {"text": log, "losses": losses, "evals": evals, "iterations": iterations}

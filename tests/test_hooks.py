@@ -1,0 +1,83 @@
+"""The pre-generation hook rejects bad answers with a message naming option, value and rule."""
+
+import importlib.util
+from pathlib import Path
+
+import pytest
+from cookiecutter.main import cookiecutter
+from helpers import REPO, TEMPLATES
+
+
+def load_hook(name: str):
+    spec = importlib.util.spec_from_file_location(name, REPO / "hooks" / f"{name}.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+PRE = load_hook("pre_gen_project")
+
+# (answers, text the error must contain): each row is one mistake a user can make.
+REJECTED = [
+    ({"project_slug": "1st_model"}, "project_slug='1st_model'"),
+    ({"project_slug": "class"}, "project_slug='class'"),
+    ({"project_slug": "my-model"}, "project_slug='my-model'"),
+    ({"project_slug": "utils"}, "project_slug='utils'"),
+    ({"launcher": "torchrun", "nproc_per_node": "0"}, "nproc_per_node='0'"),
+    ({"launcher": "torchrun", "nproc_per_node": "-2"}, "nproc_per_node='-2'"),
+    ({"launcher": "torchrun", "nproc_per_node": "two"}, "nproc_per_node='two'"),
+    ({"launcher": "none", "nproc_per_node": "4"}, "with launcher='none'"),
+    ({"launcher": "spawn", "nnodes": "0"}, "nnodes='0'"),
+    ({"master_port": "0"}, "master_port='0'"),
+    ({"master_port": "70000"}, "master_port='70000'"),
+    ({"master_port": "http"}, "master_port='http'"),
+    ({"master_addr": "host; rm -rf /"}, "master_addr="),
+    ({"n_saved": "0"}, "n_saved='0'"),
+    ({"log_every_iters": "0"}, "log_every_iters='0'"),
+    ({"patience": "-1"}, "patience='-1'"),
+    ({"filename_prefix": "a b"}, "filename_prefix='a b'"),
+]
+
+
+@pytest.mark.parametrize("answers,expected", REJECTED, ids=[str(a) for a, _ in REJECTED])
+def test_bad_answer_is_rejected_and_nothing_is_left_behind(tmp_path: Path, capfd, answers, expected) -> None:
+    with pytest.raises(Exception) as excinfo:
+        cookiecutter(str(REPO / TEMPLATES[0]), no_input=True, extra_context=answers, output_dir=str(tmp_path))
+    assert type(excinfo.value).__name__ == "FailedHookException"
+    stderr = capfd.readouterr().err
+    assert expected in stderr, f"the error must name the option and value; got:\n{stderr}"
+    assert "must" in stderr, "the error must say what is allowed"
+    assert list(tmp_path.iterdir()) == [], "a rejected generation must leave no directory behind"
+
+
+def test_rejection_shows_as_failed_hook_in_pytest_cookies(bake_result) -> None:
+    result = bake_result(master_port="99999")
+    assert result.exit_code != 0
+    assert type(result.exception).__name__ == "FailedHookException"
+
+
+def test_unknown_choice_value_is_rejected_by_cookiecutter(tmp_path: Path) -> None:
+    with pytest.raises(ValueError, match="launcher"):
+        cookiecutter(
+            str(REPO / TEMPLATES[0]), no_input=True, extra_context={"launcher": "mpirun"}, output_dir=str(tmp_path)
+        )
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_every_error_is_reported_at_once() -> None:
+    answers = {**load_defaults(), "master_port": "0", "n_saved": "x"}
+    errors = PRE.validate(answers)
+    assert len(errors) == 2 and "master_port" in errors[0] and "n_saved" in errors[1]
+
+
+def test_default_answers_are_valid() -> None:
+    assert PRE.validate(load_defaults()) == []
+
+
+def load_defaults() -> dict:
+    """The template's default answers, rendered as cookiecutter would render them."""
+    from cookiecutter.generate import generate_context
+    from cookiecutter.prompt import prompt_for_config
+
+    context = generate_context(context_file=str(REPO / TEMPLATES[0] / "cookiecutter.json"))
+    return dict(prompt_for_config(context, no_input=True))

@@ -1,0 +1,100 @@
+"""Generated projects train for real on CPU, offline, with each launcher and argparser.
+
+Each run is short (synthetic data, 2 epochs of 3 iterations) and is checked the way a user would
+check it: exit code, run directory, logged metrics and checkpoints.
+"""
+
+import math
+import sys
+
+import pytest
+import torch
+from helpers import PYTHON, make_offline, read_log, readme_train_command, run_cmd, run_dirs
+
+# Options chosen so that, across these runs, every runtime code path is exercised once.
+SINGLE_PROCESS = {
+    "argparse": {"logger": "tensorboard", "save_best_model": True, "terminate_on_nan": True},
+    "fire": {"deterministic": True, "mixed_precision": True, "timer": True, "patience": "2", "limit_sec": "600"},
+    "hydra": {"save_training": False, "save_best_model": False, "terminate_on_nan": False},
+}
+
+
+def check_run(project, epochs: int = 2, iterations_per_epoch: int = 3):
+    """Assert what a user expects of a finished run and return its directory and log."""
+    (run_dir,) = run_dirs(project)
+    assert (run_dir / "config-lock.yaml").is_file(), "each run saves its exact config"
+    log = read_log(run_dir)
+    assert log["losses"], f"no train_loss logged:\n{log['text']}"
+    assert all(math.isfinite(v) for v in log["losses"]), f"non-finite training loss: {log['losses']}"
+    assert len(log["evals"]) == epochs, f"expected one eval line per epoch:\n{log['text']}"
+    assert all(0.0 <= float(e["accuracy"]) <= 1.0 for e in log["evals"])
+    assert log["iterations"][-1] == epochs * iterations_per_epoch
+    return run_dir, log
+
+
+@pytest.mark.parametrize("argparser", list(SINGLE_PROCESS))
+def test_single_process_run_trains_and_evaluates(bake, argparser: str) -> None:
+    options = SINGLE_PROCESS[argparser]
+    project = bake(argparser=argparser, launcher="none", **options)
+    make_offline(project)
+    run_cmd(readme_train_command(project), cwd=project)
+    run_dir, _ = check_run(project)
+    if options.get("save_training", True):
+        assert (run_dir / "training_checkpoint_6.pt").is_file(), "the training state is saved at the end"
+    else:
+        assert not list(run_dir.glob("*.pt")), "no checkpoint was asked for"
+    if options.get("logger") == "tensorboard":
+        assert list((run_dir / "tensorboard").glob("events.out.tfevents.*")), "no TensorBoard events"
+
+
+@pytest.mark.parametrize("launcher,port", [("torchrun", 29531), ("spawn", 29542)])
+def test_two_process_gloo_run_trains_on_both_ranks(bake, launcher: str, port: int) -> None:
+    project = bake(argparser="argparse", backend="gloo", launcher=launcher, nproc_per_node="2", master_port=str(port))
+    # batch_size is global: 8 per step split into 4 per process.
+    make_offline(project)
+    proc = run_cmd(readme_train_command(project), cwd=project, timeout=600)
+    run_dir, log = check_run(project)
+    assert "World size: 2" in log["text"], "training must run in a world of 2 processes"
+    assert (run_dir / "training_checkpoint_6.pt").is_file()
+    assert "Traceback" not in proc.stderr
+
+
+def test_resumed_run_ends_at_the_same_iteration_as_an_uninterrupted_one(bake) -> None:
+    project = bake(argparser="fire", launcher="none", deterministic=True)
+    # Whole epochs (1024 synthetic images / 128 = 8 iterations): the data order is then reproducible.
+    make_offline(project, max_epochs=2, batch_size=128, train_epoch_length=None)
+    run_cmd([PYTHON, "main.py", "config.yaml"], cwd=project)
+    first_dir = run_dirs(project)[0]
+    uninterrupted = torch.load(first_dir / "training_checkpoint_16.pt", weights_only=False)
+
+    # What a run stopped after epoch 1 leaves behind: its end-of-epoch-1 checkpoint. Resume from it.
+    after_epoch_1 = first_dir / "training_checkpoint_8.pt"
+    assert after_epoch_1.is_file(), "the training state must be saved at each epoch end"
+    run_cmd([PYTHON, "main.py", "config.yaml", f"--resume_from={after_epoch_1}"], cwd=project)
+    resumed_dir = run_dirs(project)[1]
+    log = read_log(resumed_dir)
+    assert "Resumed from" in log["text"]
+    assert log["iterations"][0] == 9, "a resumed run continues after the saved iteration"
+    assert len(log["evals"]) == 1, "only epoch 2 is left to train and evaluate"
+    resumed = torch.load(resumed_dir / "training_checkpoint_16.pt", weights_only=False)
+    assert resumed["trainer"]["iteration"] == uninterrupted["trainer"]["iteration"] == 16
+    # Deterministic training: the resumed model is the model of the uninterrupted run.
+    for name, weight in uninterrupted["model"].items():
+        assert torch.allclose(resumed["model"][name].float(), weight.float(), atol=1e-5), f"{name} differs after resume"
+
+
+def test_nccl_without_a_gpu_stops_with_advice(bake) -> None:
+    if torch.cuda.is_available():
+        pytest.skip("this machine has a GPU: nccl would run")
+    project = bake(argparser="argparse", launcher="none")
+    make_offline(project)
+    proc = __import__("subprocess").run(
+        [sys.executable, "main.py", "config.yaml", "--backend", "nccl"], cwd=project, capture_output=True, text=True
+    )
+    assert proc.returncode != 0
+    assert "nccl" in proc.stderr and "gloo" in proc.stderr, proc.stderr
+
+
+def test_generated_project_tests_pass(bake) -> None:
+    project = bake(include_test=True, logger="tensorboard", mixed_precision=True)
+    run_cmd([PYTHON, "-m", "pytest", "-q", "-p", "no:cacheprovider"], cwd=project)

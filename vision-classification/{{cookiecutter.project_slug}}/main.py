@@ -1,0 +1,100 @@
+"""{{ cookiecutter.project_name }}: train an image classifier with PyTorch-Ignite."""
+
+from types import SimpleNamespace
+
+import ignite.distributed as idist
+{% if cookiecutter.deterministic or cookiecutter.mixed_precision %}
+import torch
+{% endif %}
+from ignite.engine import Engine, Events
+from ignite.handlers import PiecewiseLinear
+from ignite.metrics import Accuracy, Loss
+from ignite.utils import manual_seed
+from torch import nn, optim
+
+from data import setup_data
+from models import setup_model
+from trainers import setup_evaluator, setup_trainer
+from utils import cli, log_metrics, resume_from, setup_handlers, setup_logging, setup_run_dir{{ ", setup_tracking" if cookiecutter.logger != "none" }}
+
+
+def run(local_rank: int, config: SimpleNamespace) -> None:
+    """Train and evaluate in one process (one of several in distributed training)."""
+    rank = idist.get_rank()
+    manual_seed(config.seed + rank)
+{% if cookiecutter.deterministic %}
+    # Reproducible cuDNN kernels; the trainer makes the data order reproducible.
+    torch.backends.cudnn.deterministic = True
+    torch.backends.cudnn.benchmark = False
+{% endif %}
+    run_dir = setup_run_dir(config)
+    logger = setup_logging(run_dir)
+    logger.info("Run directory: %s", run_dir)
+    logger.info("World size: %d, device: %s", idist.get_world_size(), idist.device())
+
+    train_loader, eval_loader = setup_data(config)
+    epoch_length = config.train_epoch_length or len(train_loader)
+
+    device = idist.device()
+    model = idist.auto_model(setup_model(config.model))
+    optimizer = idist.auto_optim(optim.Adam(model.parameters(), lr=config.lr))
+    loss_fn = nn.CrossEntropyLoss().to(device)
+    # Linear warm-up during the first epoch, then linear decay to zero.
+    lr_scheduler = PiecewiseLinear(
+        optimizer,
+        "lr",
+        milestones_values=[(0, 0.0), (epoch_length, config.lr), (config.max_epochs * epoch_length, 0.0)],
+    )
+
+{% if cookiecutter.mixed_precision %}
+    # Mixed precision runs on CUDA only; the gradient scaler is part of the training state.
+    scaler = torch.amp.GradScaler("cuda", enabled=config.use_amp and device.type == "cuda")
+    trainer = setup_trainer(config, model, optimizer, loss_fn, device, train_loader.sampler, scaler)
+{% else %}
+    trainer = setup_trainer(config, model, optimizer, loss_fn, device, train_loader.sampler)
+{% endif %}
+    trainer.add_event_handler(Events.ITERATION_COMPLETED, lr_scheduler)
+    evaluator = setup_evaluator(config, model, device)
+    Accuracy(device=device).attach(evaluator, "accuracy")
+    Loss(loss_fn, device=device).attach(evaluator, "loss")
+    trainer.logger = logger
+
+    @trainer.on(Events.EPOCH_COMPLETED)
+    def evaluate(engine: Engine) -> None:
+        evaluator.run(eval_loader, epoch_length=config.eval_epoch_length)
+        log_metrics(logger, engine.state.epoch, "eval", evaluator.state.metrics)
+
+{% if cookiecutter.save_training %}
+    to_save = {"model": model, "optimizer": optimizer, "trainer": trainer, "lr_scheduler": lr_scheduler}
+{% if cookiecutter.mixed_precision %}
+    to_save["scaler"] = scaler
+{% endif %}
+{% endif %}
+    setup_handlers(
+        trainer,
+        evaluator,
+        config,
+        run_dir,
+{% if cookiecutter.save_training %}
+        to_save=to_save,
+{% endif %}
+{% if cookiecutter.save_best_model %}
+        model=model,
+{% endif %}
+    )
+{% if cookiecutter.logger != "none" %}
+    tracker = setup_tracking(trainer, evaluator, optimizer, config, run_dir) if rank == 0 else None
+{% endif %}
+
+    if config.resume_from:
+        resume_from({{ "to_save" if cookiecutter.save_training else '{"model": model}' }}, config.resume_from, logger)
+
+    trainer.run(train_loader, max_epochs=config.max_epochs, epoch_length=epoch_length)
+{% if cookiecutter.logger != "none" %}
+    if tracker is not None:
+        tracker.close()
+{% endif %}
+
+
+if __name__ == "__main__":
+    cli(run)

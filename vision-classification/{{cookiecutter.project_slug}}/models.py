@@ -1,0 +1,9 @@
+"""The network."""
+
+from torch import nn
+from torchvision import models
+
+
+def setup_model(name: str, num_classes: int = 10) -> nn.Module:
+    """Build any torchvision classification model by name (e.g. ``resnet18``), randomly initialised."""
+    return models.get_model(name, weights=None, num_classes=num_classes)
