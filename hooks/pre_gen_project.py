@@ -61,14 +61,32 @@ def validate(ctx: dict) -> list[str]:
     if not output_dir.strip() or not output_dir.isprintable():
         errors.append(f"output_dir={output_dir!r} is not allowed: it must be a non-empty path on one line")
 
-    if ctx["launcher"] == "none" and not errors:
-        for key in ("nproc_per_node", "nnodes"):
-            if int(ctx[key]) != 1:
-                errors.append(
-                    f"{key}={ctx[key]!r} is not allowed with launcher='none' (one process): it must be 1; "
-                    f"choose launcher 'torchrun' or 'spawn' for distributed training"
-                )
+    if not errors:
+        errors += distributed_rules(ctx)
     return errors
+
+
+def distributed_rules(ctx: dict) -> list[str]:
+    """Rules that tie the launcher and process counts to the backend (answers already well-formed)."""
+    launcher = ctx["__launcher"]  # "auto" resolved in cookiecutter.json: spawn for xla-tpu, else none
+    if ctx["backend"] == "xla-tpu":
+        # A TPU v2-8/v3-8 runs 8 replicas, started by torch_xla's spawn, on one host.
+        given = {"launcher": launcher, "nproc_per_node": int(ctx["nproc_per_node"]), "nnodes": int(ctx["nnodes"])}
+        required = {"launcher": "spawn", "nproc_per_node": 8, "nnodes": 1}
+        return [
+            f"{key}={ctx[key]!r} is not allowed with backend='xla-tpu': it must be {required[key]!r} "
+            f"(TPU training runs 8 replicas, started by spawn, on one node)"
+            for key in required
+            if given[key] != required[key]
+        ]
+    if launcher == "none":
+        return [
+            f"{key}={ctx[key]!r} is not allowed with launcher='none' (one process): it must be 1; "
+            f"choose launcher 'torchrun' or 'spawn' for distributed training"
+            for key in ("nproc_per_node", "nnodes")
+            if int(ctx[key]) != 1
+        ]
+    return []
 
 
 def main(ctx: dict) -> None:

@@ -13,13 +13,15 @@ import yaml
 REPO = Path(__file__).resolve().parents[1]
 TEMPLATES = ["vision-classification"]
 PYTHON = sys.executable
+# The TPU environment: torch_xla layered on the base venv (scripts/env.sh makes both).
+XLA_PYTHON = os.environ.get("IGNITE_TEMPLATES_XLA_PYTHON", str(REPO / ".venv-xla" / "bin" / "python"))
 
 # Every option a template offers, with the values the tests cover (all values of each choice, both
 # values of each switch, and "off" plus one setting for numbers that turn a feature on).
 OPTIONS: dict[str, list] = {
     "argparser": ["argparse", "fire", "hydra"],
-    "backend": ["nccl", "gloo"],
-    "launcher": ["none", "torchrun", "spawn"],
+    "backend": ["nccl", "gloo", "xla-tpu"],
+    "launcher": ["auto", "none", "torchrun", "spawn"],
     "logger": ["none", "tensorboard"],
     "deterministic": [False, True],
     "mixed_precision": [False, True],
@@ -65,10 +67,19 @@ def _gain(uncovered: set, combo: dict, name: str, value) -> int:
     return sum(((n, v), (name, value)) in uncovered or ((name, value), (n, v)) in uncovered for n, v in combo.items())
 
 
+def resolved_launcher(combo: dict) -> str:
+    """The launcher "auto" stands for: spawn on TPU, one process otherwise."""
+    if combo["launcher"] == "auto":
+        return "spawn" if combo["backend"] == "xla-tpu" else "none"
+    return combo["launcher"]
+
+
 def valid(combo: dict) -> dict:
-    """Adjust a combination to the template's rules (one process for launcher 'none')."""
+    """Adjust a combination to the template's rules (one process for 'none', 8 spawned replicas on TPU)."""
     combo = dict(combo)
-    if combo["launcher"] == "none":
+    if combo["backend"] == "xla-tpu":
+        combo.update(launcher="auto" if combo["launcher"] == "auto" else "spawn", nproc_per_node="8", nnodes="1")
+    elif resolved_launcher(combo) == "none":
         combo["nnodes"] = "1"
     else:
         combo["nproc_per_node"] = "2"
@@ -110,16 +121,23 @@ def run_dirs(project: Path, output_dir: str = "./logs") -> list[Path]:
     return sorted((project / output_dir).iterdir())
 
 
-def readme_train_command(project: Path) -> list[str]:
-    """The training command exactly as the project's README gives it, bound to this test's Python."""
+def readme_train_command(project: Path, python: str = PYTHON) -> tuple[list[str], dict[str, str]]:
+    """The training command exactly as the project's README gives it, bound to the given Python.
+
+    Returns the argv and the environment variables the command sets (``PJRT_DEVICE=TPU python ...``).
+    """
     readme = (project / "README.md").read_text()
-    section = readme.split("## Train", 1)[1]
+    section = readme.split("\n## Train\n", 1)[1]
     command = section.split("```bash\n", 1)[1].split("\n```", 1)[0].strip()
     argv = shlex.split(command)
+    env = {}
+    while "=" in argv[0]:
+        key, value = argv.pop(0).split("=", 1)
+        env[key] = value
     if argv[0] == "python":
-        return [PYTHON, *argv[1:]]
+        return [python, *argv[1:]], env
     if argv[0] == "torchrun":
-        return [PYTHON, "-m", "torch.distributed.run", *argv[1:]]
+        return [python, "-m", "torch.distributed.run", *argv[1:]], env
     raise AssertionError(f"unexpected training command in README: {command}")
 
 

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from helpers import OPTIONS, TEMPLATES, pairwise, valid
+from helpers import OPTIONS, TEMPLATES, pairwise, resolved_launcher, valid
 
 COMBOS = [valid(combo) for combo in pairwise(OPTIONS)]
 LEFTOVER = re.compile(r"\{\{|\{%|%\}|\}\}|cookiecutter\.")
@@ -61,7 +61,8 @@ def test_generated_project_is_clean(bake, template: str, combo: dict) -> None:
 
     config = yaml.safe_load((project / "config.yaml").read_text())
     assert config["dataset"] in {"cifar10"}
-    assert config["backend"] == (None if combo["launcher"] == "none" else combo["backend"])
+    xla = combo["backend"] == "xla-tpu"
+    assert config["backend"] == (None if resolved_launcher(combo) == "none" else combo["backend"])
     assert config["output_dir"] == "./logs"
     for key in ("batch_size", "eval_batch_size", "num_workers", "max_epochs", "log_every_iters"):
         assert isinstance(config[key], int), f"config.yaml: {key} must be an integer"
@@ -74,15 +75,21 @@ def test_generated_project_is_clean(bake, template: str, combo: dict) -> None:
     assert ("tensorboard" in requirements) == (combo["logger"] == "tensorboard")
     assert ("fire" in requirements) == (combo["argparser"] == "fire")
     assert ("hydra-core" in requirements) == (combo["argparser"] == "hydra")
-    assert "torch_xla" not in requirements
-    for path in files:
-        if path.suffix == ".py":
-            assert "torch_xla" not in path.read_text(), f"{path.name} imports torch_xla in a non-TPU project"
+    if xla:
+        assert "torch_xla[tpu]==2.9.0" in requirements and "torch==2.9.0" in requirements
+        assert config["nproc_per_node"] == 8
+        assert "xla_compat.py" in names and "## Training on a TPU" in (project / "README.md").read_text()
+    else:
+        assert "torch_xla" not in requirements
+        assert "xla_compat.py" not in names and "tests/test_xla.py" not in names
+        for path in files:
+            if path.suffix == ".py":
+                assert "torch_xla" not in path.read_text(), f"{path.name} imports torch_xla in a non-TPU project"
 
     readme = (project / "README.md").read_text()
     assert ("## Tests" in readme) == combo["include_test"]
     assert ("tensorboard --logdir" in readme) == (combo["logger"] == "tensorboard")
-    if combo["launcher"] == "torchrun":
+    if resolved_launcher(combo) == "torchrun":
         assert f"torchrun --nnodes={combo['nnodes']}" in readme or "torchrun --nproc_per_node=2" in readme
 
 

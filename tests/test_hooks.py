@@ -4,6 +4,7 @@ import importlib.util
 from pathlib import Path
 
 import pytest
+from cookiecutter.exceptions import FailedHookException
 from cookiecutter.main import cookiecutter
 from helpers import REPO, TEMPLATES
 
@@ -36,24 +37,51 @@ REJECTED = [
     ({"log_every_iters": "0"}, "log_every_iters='0'"),
     ({"patience": "-1"}, "patience='-1'"),
     ({"filename_prefix": "a b"}, "filename_prefix='a b'"),
+    # TPU rules: 8 replicas, started by spawn, on one node.
+    ({"backend": "xla-tpu", "launcher": "torchrun"}, "launcher='torchrun' is not allowed with backend='xla-tpu'"),
+    ({"backend": "xla-tpu", "launcher": "none"}, "launcher='none' is not allowed with backend='xla-tpu'"),
+    ({"backend": "xla-tpu", "nproc_per_node": "4"}, "nproc_per_node='4' is not allowed with backend='xla-tpu'"),
+    ({"backend": "xla-tpu", "nnodes": "2"}, "nnodes='2' is not allowed with backend='xla-tpu'"),
 ]
 
 
 @pytest.mark.parametrize("answers,expected", REJECTED, ids=[str(a) for a, _ in REJECTED])
 def test_bad_answer_is_rejected_and_nothing_is_left_behind(tmp_path: Path, capfd, answers, expected) -> None:
-    with pytest.raises(Exception) as excinfo:
+    with pytest.raises(FailedHookException):
         cookiecutter(str(REPO / TEMPLATES[0]), no_input=True, extra_context=answers, output_dir=str(tmp_path))
-    assert type(excinfo.value).__name__ == "FailedHookException"
     stderr = capfd.readouterr().err
     assert expected in stderr, f"the error must name the option and value; got:\n{stderr}"
     assert "must" in stderr, "the error must say what is allowed"
     assert list(tmp_path.iterdir()) == [], "a rejected generation must leave no directory behind"
 
 
+def test_tpu_rejection_says_the_required_value(tmp_path: Path, capfd) -> None:
+    with pytest.raises(FailedHookException):
+        cookiecutter(
+            str(REPO / TEMPLATES[0]),
+            no_input=True,
+            extra_context={"backend": "xla-tpu", "launcher": "torchrun", "nproc_per_node": "4"},
+            output_dir=str(tmp_path),
+        )
+    stderr = capfd.readouterr().err
+    assert "launcher='torchrun' is not allowed with backend='xla-tpu': it must be 'spawn'" in stderr
+    assert "nproc_per_node='4' is not allowed with backend='xla-tpu': it must be 8" in stderr
+    assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize("template", TEMPLATES)
+def test_choosing_tpu_makes_the_defaults_follow_the_tpu_rules(bake, template: str) -> None:
+    """A user who picks xla-tpu and presses Enter through the rest gets a valid TPU project."""
+    project = bake(template, backend="xla-tpu")
+    config = (project / "config.yaml").read_text()
+    assert "backend: xla-tpu" in config and "nproc_per_node: 8" in config
+    assert "PJRT_DEVICE=TPU python main.py config.yaml --backend xla-tpu" in (project / "README.md").read_text()
+
+
 def test_rejection_shows_as_failed_hook_in_pytest_cookies(bake_result) -> None:
     result = bake_result(master_port="99999")
     assert result.exit_code != 0
-    assert type(result.exception).__name__ == "FailedHookException"
+    assert isinstance(result.exception, FailedHookException)
 
 
 def test_unknown_choice_value_is_rejected_by_cookiecutter(tmp_path: Path) -> None:

@@ -37,7 +37,9 @@ def test_single_process_run_trains_and_evaluates(bake, argparser: str) -> None:
     options = SINGLE_PROCESS[argparser]
     project = bake(argparser=argparser, launcher="none", **options)
     make_offline(project)
-    run_cmd(readme_train_command(project), cwd=project)
+    argv, env = readme_train_command(project)
+    assert not env
+    run_cmd(argv, cwd=project)
     run_dir, _ = check_run(project)
     if options.get("save_training", True):
         assert (run_dir / "training_checkpoint_6.pt").is_file(), "the training state is saved at the end"
@@ -52,7 +54,8 @@ def test_two_process_gloo_run_trains_on_both_ranks(bake, launcher: str, port: in
     project = bake(argparser="argparse", backend="gloo", launcher=launcher, nproc_per_node="2", master_port=str(port))
     # batch_size is global: 8 per step split into 4 per process.
     make_offline(project)
-    proc = run_cmd(readme_train_command(project), cwd=project, timeout=600)
+    argv, _ = readme_train_command(project)
+    proc = run_cmd(argv, cwd=project, timeout=600)
     run_dir, log = check_run(project)
     assert "World size: 2" in log["text"], "training must run in a world of 2 processes"
     assert (run_dir / "training_checkpoint_6.pt").is_file()

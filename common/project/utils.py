@@ -1,5 +1,9 @@
+{% import "flags.j2" as flags with context %}
 """Configuration, launch, logging and checkpointing helpers shared by the training scripts."""
 
+{% if flags.xla %}
+import json
+{% endif %}
 import logging
 {% if cookiecutter.argparser == "argparse" %}
 from argparse import ArgumentParser
@@ -17,6 +21,11 @@ import hydra
 {% endif %}
 import ignite.distributed as idist
 import torch
+{% if flags.xla %}
+import torch_xla.debug.metrics as met
+import torch_xla.distributed.parallel_loader as pl
+import torch_xla.distributed.xla_multiprocessing as xmp
+{% endif %}
 import yaml
 from ignite.engine import Engine, Events
 from ignite.handlers import (
@@ -48,8 +57,19 @@ from ignite.utils import setup_logger
 {% if cookiecutter.argparser == "hydra" %}
 from omegaconf import DictConfig, OmegaConf
 {% endif %}
+{% if flags.xla %}
 
+import xla_compat
+
+# Before ignite asks torch_xla anything (even its first get_rank): see xla_compat.py.
+xla_compat.apply()
+{% endif %}
+
+{% if flags.xla %}
+BACKENDS = ("xla-tpu",)
+{% else %}
 BACKENDS = ("nccl", "gloo")
+{% endif %}
 RunFn = Callable[[int, SimpleNamespace], None]
 
 
@@ -97,6 +117,7 @@ def load_config(path: str | Path, **overrides: Any) -> SimpleNamespace:
 {% endif %}
 
 
+{% if not flags.xla %}
 def check_backend(backend: str | None) -> None:
     """Fail early, with a fix, when the chosen backend cannot run on this machine."""
     if backend == "nccl" and not torch.cuda.is_available():
@@ -106,10 +127,24 @@ def check_backend(backend: str | None) -> None:
         )
 
 
+{% endif %}
+{% if flags.xla %}
+def launch(run: RunFn, config: SimpleNamespace) -> None:
+    """Start one replica per TPU device and call ``run(local_rank, config)`` in each."""
+    # Under PJRT, xmp.spawn takes nprocs=None (one replica per device) or 1; 8 raises on torch_xla
+    # >= 2.6. So the devices decide, and each replica compares the count with nproc_per_node.
+    xmp.spawn(_xla_replica, args=(run, config), nprocs=None)
+
+
+def _xla_replica(index: int, run: RunFn, config: SimpleNamespace) -> None:
+    # ignite joins the running replica: no nproc_per_node here, which would spawn again.
+    with idist.Parallel(backend="xla-tpu") as parallel:
+        parallel.run(run, config)
+{% else %}
 def launch(run: RunFn, config: SimpleNamespace) -> None:
     """Call ``run(local_rank, config)`` in every training process."""
     check_backend(config.backend)
-{% if cookiecutter.launcher == "spawn" %}
+{% if cookiecutter.__launcher == "spawn" %}
     # This script starts the processes itself; with no backend it runs as one process.
     spawn_kwargs = {}
     if config.backend is not None:
@@ -126,6 +161,36 @@ def launch(run: RunFn, config: SimpleNamespace) -> None:
     # torchrun (or no launcher at all) has already started the processes: ignite joins them.
     with idist.Parallel(backend=config.backend) as parallel:
         parallel.run(run, config)
+{% endif %}
+{% endif %}
+
+
+{% if flags.xla %}
+def device_loaders(*loaders: Any) -> list[Any]:
+    """Wrap loaders in torch_xla's MpDeviceLoader where ignite has not (it does for several replicas only).
+
+    The device loader copies batches to the TPU ahead of time and ends the lazy graph after each
+    step: without it, one replica's graph grows step after step and training crawls.
+    """
+    if idist.get_world_size() > 1:
+        return list(loaders)
+    return [pl.MpDeviceLoader(loader, idist.device()) for loader in loaders]
+
+
+{% endif %}
+def log_world(config: SimpleNamespace, logger: logging.Logger) -> None:
+    """Log where training runs{{ "; say so when the TPU device count differs from nproc_per_node" if flags.xla }}."""
+    world_size = idist.get_world_size()
+    logger.info("World size: %d, backend: %s, device: %s", world_size, idist.backend(), idist.device())
+{% if flags.xla %}
+    if world_size != config.nproc_per_node:
+        # Colab's free TPU is a v5e-1 (one device): training goes on, on what is there.
+        logger.warning(
+            "Expected %d TPU replicas (nproc_per_node) but this runtime has %d device(s): training on %d replica(s)",
+            config.nproc_per_node,
+            world_size,
+            world_size,
+        )
 {% endif %}
 
 
@@ -175,22 +240,25 @@ def setup_handlers(
     model: torch.nn.Module,
 {% endif %}
 ) -> None:
-    """Attach progress bar, loss logging, checkpoints and the optional stopping rules."""
-    # The loss stays on the device during the step and is read here, only every
-    # `log_every_iters` iterations: each read is a host sync.
+    """Attach loss logging, progress bar, checkpoints and the optional stopping rules."""
+    # The loss stays on the device during the step. It is read here, once every `log_every_iters`
+    # iterations (each read waits for the device), into `train_loss` for everything that shows it.
     every = Events.ITERATION_COMPLETED(every=config.log_every_iters)
-    if idist.get_rank() == 0:
-        ProgressBar(persist=True).attach(
-            trainer, output_transform=lambda out: {"loss": out["train_loss"]}, event_name=every
-        )
 
     @trainer.on(every)
-    def log_train_loss(engine: Engine) -> None:
-        loss = engine.state.output["train_loss"].item()
-        engine.logger.info("Epoch %d - iteration %d: train_loss=%.4f", engine.state.epoch, engine.state.iteration, loss)
+    def read_train_loss(engine: Engine) -> None:
+        engine.state.metrics["train_loss"] = engine.state.output["train_loss"].item()
+        engine.logger.info(
+            "Epoch %d - iteration %d: train_loss=%.4f",
+            engine.state.epoch,
+            engine.state.iteration,
+            engine.state.metrics["train_loss"],
+        )
 
+    if idist.get_rank() == 0:
+        ProgressBar(persist=True).attach(trainer, metric_names=["train_loss"], event_name=every)
 {% if cookiecutter.terminate_on_nan %}
-    trainer.add_event_handler(every, TerminateOnNan(output_transform=lambda out: out["train_loss"]))
+    trainer.add_event_handler(every, TerminateOnNan(output_transform=lambda _: trainer.state.metrics["train_loss"]))
 {% endif %}
 {% if cookiecutter.save_training %}
     # Training state at a fixed interval and at every epoch end, so a run can resume.
@@ -262,9 +330,7 @@ def setup_tracking(
     """Write the training loss, learning rate and eval metrics as TensorBoard events (rank 0)."""
     tb_logger = TensorboardLogger(log_dir=run_dir / "tensorboard")
     every = Events.ITERATION_COMPLETED(every=config.log_every_iters)
-    tb_logger.attach_output_handler(
-        trainer, event_name=every, tag="train", output_transform=lambda out: {"loss": out["train_loss"]}
-    )
+    tb_logger.attach_output_handler(trainer, event_name=every, tag="train", metric_names=["train_loss"])
     tb_logger.attach_opt_params_handler(trainer, event_name=every, optimizer=optimizer)
     tb_logger.attach_output_handler(
         evaluator,
@@ -274,4 +340,58 @@ def setup_tracking(
         global_step_transform=global_step_from_engine(trainer),
     )
     return tb_logger
+{% endif %}
+{% if flags.xla %}
+
+
+def _xla_count(name: str) -> int:
+    data = met.metric_data(name)
+    return 0 if data is None else data[0]
+
+
+def setup_xla_metrics(trainer: Engine, run_dir: Path, logger: logging.Logger) -> None:
+    """Count XLA compilations and device-to-host transfers per epoch; write ``xla_metrics.json``.
+
+    A healthy XLA loop stops compiling after the first epoch or two and reads from the device only
+    at the logging interval. Training and evaluation are counted apart: attach this before the
+    evaluation handler, so that its epoch-end count runs first.
+    """
+    counts: dict[str, list[int]] = {
+        "compilations_per_epoch": [],
+        "device_to_host_transfers_per_epoch": [],
+        "eval_compilations_per_epoch": [],
+        "eval_device_to_host_transfers_per_epoch": [],
+    }
+    mark = {}
+
+    def now() -> tuple[int, int]:
+        return _xla_count("CompileTime"), _xla_count("TransferFromDeviceTime")
+
+    def record(prefix: str, since: tuple[int, int]) -> None:
+        compiles, transfers = now()
+        counts[f"{prefix}compilations_per_epoch"].append(compiles - since[0])
+        counts[f"{prefix}device_to_host_transfers_per_epoch"].append(transfers - since[1])
+
+    @trainer.on(Events.EPOCH_STARTED)
+    def start_epoch(engine: Engine) -> None:
+        if "eval" in mark:  # the previous epoch's evaluation has ended
+            record("eval_", mark.pop("eval"))
+        mark["train"] = now()
+
+    @trainer.on(Events.EPOCH_COMPLETED)
+    def end_epoch(engine: Engine) -> None:
+        record("", mark.pop("train"))
+        mark["eval"] = now()
+
+    @trainer.on(Events.COMPLETED)
+    def write(engine: Engine) -> None:
+        if "eval" in mark:
+            record("eval_", mark.pop("eval"))
+        if idist.get_rank() == 0:
+            (run_dir / "xla_metrics.json").write_text(json.dumps(counts, indent=2) + "\n")
+            logger.info(
+                "XLA training: compilations per epoch %s, device-to-host transfers per epoch %s",
+                counts["compilations_per_epoch"],
+                counts["device_to_host_transfers_per_epoch"],
+            )
 {% endif %}

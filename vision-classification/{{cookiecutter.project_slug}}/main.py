@@ -1,9 +1,10 @@
+{% import "flags.j2" as flags with context %}
 """{{ cookiecutter.project_name }}: train an image classifier with PyTorch-Ignite."""
 
 from types import SimpleNamespace
 
 import ignite.distributed as idist
-{% if cookiecutter.deterministic or cookiecutter.mixed_precision %}
+{% if cookiecutter.deterministic or flags.cuda_amp %}
 import torch
 {% endif %}
 from ignite.engine import Engine, Events
@@ -15,7 +16,24 @@ from torch import nn, optim
 from data import setup_data
 from models import setup_model
 from trainers import setup_evaluator, setup_trainer
-from utils import cli, log_metrics, resume_from, setup_handlers, setup_logging, setup_run_dir{{ ", setup_tracking" if cookiecutter.logger != "none" }}
+from utils import (
+    cli,
+{% if flags.xla %}
+    device_loaders,
+{% endif %}
+    log_metrics,
+    log_world,
+    resume_from,
+    setup_handlers,
+    setup_logging,
+    setup_run_dir,
+{% if cookiecutter.logger != "none" %}
+    setup_tracking,
+{% endif %}
+{% if flags.xla %}
+    setup_xla_metrics,
+{% endif %}
+)
 
 
 def run(local_rank: int, config: SimpleNamespace) -> None:
@@ -30,14 +48,23 @@ def run(local_rank: int, config: SimpleNamespace) -> None:
     run_dir = setup_run_dir(config)
     logger = setup_logging(run_dir)
     logger.info("Run directory: %s", run_dir)
-    logger.info("World size: %d, device: %s", idist.get_world_size(), idist.device())
+    log_world(config, logger)
 
     train_loader, eval_loader = setup_data(config)
+{% if flags.xla %}
+    train_loader, eval_loader = device_loaders(train_loader, eval_loader)
+{% endif %}
     epoch_length = config.train_epoch_length or len(train_loader)
 
     device = idist.device()
     model = idist.auto_model(setup_model(config.model))
+{% if flags.xla %}
+    # A plain optimizer on TPU: the trainer steps it with xm.optimizer_step, which also
+    # all-reduces the gradients (ignite 0.5.5's auto_optim fails on XLA).
+    optimizer = optim.Adam(model.parameters(), lr=config.lr)
+{% else %}
     optimizer = idist.auto_optim(optim.Adam(model.parameters(), lr=config.lr))
+{% endif %}
     loss_fn = nn.CrossEntropyLoss().to(device)
     # Linear warm-up during the first epoch, then linear decay to zero.
     lr_scheduler = PiecewiseLinear(
@@ -46,18 +73,27 @@ def run(local_rank: int, config: SimpleNamespace) -> None:
         milestones_values=[(0, 0.0), (epoch_length, config.lr), (config.max_epochs * epoch_length, 0.0)],
     )
 
-{% if cookiecutter.mixed_precision %}
+{% if flags.cuda_amp %}
     # Mixed precision runs on CUDA only; the gradient scaler is part of the training state.
     scaler = torch.amp.GradScaler("cuda", enabled=config.use_amp and device.type == "cuda")
-    trainer = setup_trainer(config, model, optimizer, loss_fn, device, train_loader.sampler, scaler)
+    trainer = setup_trainer(config, model, optimizer, loss_fn, device, train_loader, scaler)
 {% else %}
-    trainer = setup_trainer(config, model, optimizer, loss_fn, device, train_loader.sampler)
+    trainer = setup_trainer(config, model, optimizer, loss_fn, device, train_loader)
 {% endif %}
+    trainer.logger = logger
     trainer.add_event_handler(Events.ITERATION_COMPLETED, lr_scheduler)
+{% if flags.xla %}
+    setup_xla_metrics(trainer, run_dir, logger)
+{% endif %}
     evaluator = setup_evaluator(config, model, device)
+{% if flags.xla %}
+    # ignite metrics refuse an XLA device: they run on the CPU, fed by the evaluator.
+    Accuracy(device="cpu").attach(evaluator, "accuracy")
+    Loss(loss_fn, device="cpu").attach(evaluator, "loss")
+{% else %}
     Accuracy(device=device).attach(evaluator, "accuracy")
     Loss(loss_fn, device=device).attach(evaluator, "loss")
-    trainer.logger = logger
+{% endif %}
 
     @trainer.on(Events.EPOCH_COMPLETED)
     def evaluate(engine: Engine) -> None:
@@ -66,7 +102,7 @@ def run(local_rank: int, config: SimpleNamespace) -> None:
 
 {% if cookiecutter.save_training %}
     to_save = {"model": model, "optimizer": optimizer, "trainer": trainer, "lr_scheduler": lr_scheduler}
-{% if cookiecutter.mixed_precision %}
+{% if flags.cuda_amp %}
     to_save["scaler"] = scaler
 {% endif %}
 {% endif %}

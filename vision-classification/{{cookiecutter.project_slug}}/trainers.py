@@ -1,9 +1,13 @@
+{% import "flags.j2" as flags with context %}
 """Training and evaluation engines."""
 
 from types import SimpleNamespace
 from typing import Any
 
 import torch
+{% if flags.xla %}
+import torch_xla.core.xla_model as xm
+{% endif %}
 {% if cookiecutter.deterministic %}
 from ignite.engine import DeterministicEngine, Engine, Events
 {% else %}
@@ -19,26 +23,41 @@ def setup_trainer(
     optimizer: torch.optim.Optimizer,
     loss_fn: nn.Module,
     device: torch.device,
-    train_sampler: Any,
-{% if cookiecutter.mixed_precision %}
+    train_loader: Any,
+{% if flags.cuda_amp %}
     scaler: torch.amp.GradScaler,
 {% endif %}
 ) -> Engine:
     """Build the engine that runs one optimisation step per batch."""
-{% if cookiecutter.mixed_precision %}
+{% if flags.cuda_amp %}
     use_amp = scaler.is_enabled()
+{% elif flags.xla_amp %}
+    use_amp = config.use_amp
 {% endif %}
 
     def train_step(engine: Engine, batch: tuple[torch.Tensor, torch.Tensor]) -> dict[str, torch.Tensor]:
         model.train()
         x, y = (t.to(device, non_blocking=True) for t in batch)
-{% if cookiecutter.mixed_precision %}
+{% if flags.cuda_amp %}
         with torch.autocast(device.type, enabled=use_amp):
             loss = loss_fn(model(x), y)
         optimizer.zero_grad()
         scaler.scale(loss).backward()
         scaler.step(optimizer)
         scaler.update()
+{% elif flags.xla %}
+{% if flags.xla_amp %}
+        # TPUs compute in bfloat16 natively: no gradient scaler is needed.
+        with torch.autocast("xla", dtype=torch.bfloat16, enabled=use_amp):
+            loss = loss_fn(model(x), y)
+{% else %}
+        loss = loss_fn(model(x), y)
+{% endif %}
+        optimizer.zero_grad()
+        loss.backward()
+        # All-reduces the gradients across replicas, then steps. The device loader ends the
+        # lazy graph after each step, so every iteration runs the same compiled program.
+        xm.optimizer_step(optimizer)
 {% else %}
         loss = loss_fn(model(x), y)
         optimizer.zero_grad()
@@ -54,26 +73,39 @@ def setup_trainer(
 {% else %}
     trainer = Engine(train_step)
 {% endif %}
-    if isinstance(train_sampler, DistributedSampler):
+    # A device loader wraps the DataLoader; the sampler is on the DataLoader.
+    sampler = getattr(getattr(train_loader, "_loader", train_loader), "sampler", None)
+    if isinstance(sampler, DistributedSampler):
         # Each epoch gets its own shuffle, the same on every process.
-        trainer.add_event_handler(Events.EPOCH_STARTED, lambda engine: train_sampler.set_epoch(engine.state.epoch - 1))
+        trainer.add_event_handler(Events.EPOCH_STARTED, lambda engine: sampler.set_epoch(engine.state.epoch - 1))
     return trainer
 
 
 def setup_evaluator(config: SimpleNamespace, model: nn.Module, device: torch.device) -> Engine:
     """Build the engine that computes predictions for the metrics."""
-{% if cookiecutter.mixed_precision %}
+{% if flags.cuda_amp %}
     use_amp = config.use_amp and device.type == "cuda"
+{% elif flags.xla_amp %}
+    use_amp = config.use_amp
 {% endif %}
 
     @torch.no_grad()
     def eval_step(engine: Engine, batch: tuple[torch.Tensor, torch.Tensor]) -> tuple[torch.Tensor, torch.Tensor]:
         model.eval()
         x, y = (t.to(device, non_blocking=True) for t in batch)
-{% if cookiecutter.mixed_precision %}
+{% if flags.cuda_amp %}
         with torch.autocast(device.type, enabled=use_amp):
             y_pred = model(x)
         return y_pred.float(), y
+{% elif flags.xla %}
+{% if flags.xla_amp %}
+        with torch.autocast("xla", dtype=torch.bfloat16, enabled=use_amp):
+            y_pred = model(x)
+{% else %}
+        y_pred = model(x)
+{% endif %}
+        # The metrics run on the CPU: one transfer per eval batch, none in the training step.
+        return y_pred.float().cpu(), y.cpu()
 {% else %}
         return model(x), y
 {% endif %}

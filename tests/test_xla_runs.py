@@ -1,0 +1,65 @@
+"""TPU projects train for real on one XLA CPU device (PJRT_DEVICE=CPU), in the TPU environment.
+
+No TPU exists here: the single-device path runs for real, the 8-replica launch logic is unit-tested
+by the generated project's own tests (tests/test_xla.py), run here in the same environment.
+"""
+
+import importlib.util
+import json
+import re
+from pathlib import Path
+
+import pytest
+import torch
+from helpers import XLA_PYTHON, make_offline, read_log, readme_train_command, run_cmd, run_dirs
+from torchvision.models import resnet18
+
+CPU_XLA = {"PJRT_DEVICE": "CPU"}
+
+
+@pytest.fixture(autouse=True)
+def xla_environment() -> None:
+    assert Path(XLA_PYTHON).exists(), f"no TPU test environment at {XLA_PYTHON}: run `bash scripts/env.sh`"
+
+
+def test_xla_project_trains_3_epochs_and_stops_compiling(bake) -> None:
+    project = bake(backend="xla-tpu", save_best_model=False)
+    make_offline(project, max_epochs=3, train_epoch_length=4, log_every_iters=2)
+    argv, env = readme_train_command(project, python=XLA_PYTHON)
+    assert env == {"PJRT_DEVICE": "TPU"}, "the README runs on the TPU"
+    run_cmd(argv, cwd=project, timeout=600, env=CPU_XLA)
+
+    (run_dir,) = run_dirs(project)
+    log = read_log(run_dir)
+    assert len(log["evals"]) == 3
+    # One device here, 8 expected: the run goes on and says so in one line.
+    assert log["text"].count("Expected 8 TPU replicas (nproc_per_node) but this runtime has 1 device(s)") == 1
+
+    metrics = json.loads((run_dir / "xla_metrics.json").read_text())
+    compilations = metrics["compilations_per_epoch"]
+    assert len(compilations) == 3 and all(isinstance(n, int) for n in compilations)
+    assert compilations[0] > 0, "the first epoch compiles the training step"
+    assert compilations[2] == 0, f"epoch 3 recompiled: {metrics}"
+    # Reads from the device: the loss at each logging interval (2 per epoch) and the epoch-end checkpoint.
+    assert all(n <= 3 for n in metrics["device_to_host_transfers_per_epoch"]), metrics
+    assert metrics["eval_compilations_per_epoch"][2] == 0, metrics
+
+    # The checkpoint loads where there is no torch_xla at all (this test's environment).
+    checkpoint = torch.load(run_dir / "training_checkpoint_12.pt", map_location="cpu", weights_only=False)
+    assert checkpoint["trainer"]["iteration"] == 12
+    assert all(t.device.type == "cpu" for t in checkpoint["model"].values())
+    resnet18(num_classes=10).load_state_dict(checkpoint["model"])
+
+
+def test_xla_project_own_tests_pass_with_bf16_and_fire(bake) -> None:
+    """The generated tests: the launch logic for 8 replicas, the shim, and a short bf16 XLA run."""
+    project = bake(backend="xla-tpu", argparser="fire", mixed_precision=True, include_test=True)
+    assert (project / "tests" / "test_xla.py").is_file()
+    proc = run_cmd([XLA_PYTHON, "-m", "pytest", "-q", "-p", "no:cacheprovider"], cwd=project, timeout=600, env=CPU_XLA)
+    passed = re.search(r"(\d+) passed", proc.stdout)
+    assert passed and int(passed[1]) >= 9 and "skipped" not in proc.stdout, proc.stdout
+
+
+def test_gpu_and_cpu_runs_use_an_environment_without_torch_xla() -> None:
+    """Where torch_xla is importable, ignite 0.5.5 breaks gloo and nccl runs: users of those have none."""
+    assert importlib.util.find_spec("torch_xla") is None, "torch_xla leaked into the base test venv"
