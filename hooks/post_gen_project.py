@@ -1,12 +1,55 @@
-"""Post-generation hook shared by every template: drop files for options that were not chosen.
+"""Post-generation hook shared by every template: drop unchosen files, write the Colab notebook.
 
-Runs in the generated project's directory with cookiecutter's Python (standard library only). Its
-output must be deterministic: cruft re-runs it to compute update diffs.
+Runs in the generated project's directory with cookiecutter's Python: standard library only (no
+nbformat), so the notebook is written as plain nbformat-v4 JSON. Its output must be deterministic:
+cruft re-runs this hook to compute update diffs, so the same answers give a byte-identical notebook.
+The answers arrive as JSON on the last line; everything above it is plain Python the tests import.
 """
 
 import json
 import shutil
 from pathlib import Path
+
+# Notebook-level metadata that makes Colab open the notebook on the right runtime, written the way
+# Colab itself saves it. TPU v2-8 ("V28") has the 8 cores the xla-tpu project expects.
+RUNTIMES = {
+    "xla-tpu": {"accelerator": "TPU", "colab": {"provenance": [], "gpuType": "V28"}},
+    "nccl": {"accelerator": "GPU", "colab": {"provenance": [], "gpuType": "T4"}},
+    "gloo": {"colab": {"provenance": []}},
+}
+
+TPU_SETUP = """\
+# Install torch_xla only if this runtime lacks one that matches its torch; a torch that already
+# matches is never reinstalled.
+import importlib.metadata as metadata
+import subprocess
+import sys
+
+
+def version(package: str) -> str | None:
+    try:
+        return metadata.version(package).split("+")[0]
+    except metadata.PackageNotFoundError:
+        return None
+
+
+if version("torch") == version("torch_xla") == "2.9.0":
+    print("torch and torch_xla 2.9.0 are already installed: nothing to do.")
+else:
+    subprocess.check_call([sys.executable, "-m", "pip", "install", "torch==2.9.0", "torch_xla[tpu]==2.9.0"])"""
+
+GPU_SETUP = """\
+import torch
+
+# nccl needs CUDA GPUs: in Colab, Runtime > Change runtime type > GPU.
+print("torch", torch.__version__, "- GPUs visible:", torch.cuda.device_count())"""
+
+CPU_SETUP = """\
+import torch
+
+print("torch", torch.__version__, "- GPUs visible:", torch.cuda.device_count())"""
+
+SETUPS = {"xla-tpu": TPU_SETUP, "nccl": GPU_SETUP, "gloo": CPU_SETUP}
 
 
 def remove_unchosen(ctx: dict, root: Path) -> None:
@@ -19,8 +62,84 @@ def remove_unchosen(ctx: dict, root: Path) -> None:
             (root / "tests" / "test_xla.py").unlink()
 
 
+def project_files(root: Path, notebook: Path) -> list[Path]:
+    """Every file of the project except the notebook, in a stable order (paths relative to root)."""
+    return sorted(p.relative_to(root) for p in root.rglob("*") if p.is_file() and p != notebook)
+
+
+def readme_parts(root: Path) -> tuple[str, str]:
+    """The README's opening paragraph and its training command: one source for both documents."""
+    readme = (root / "README.md").read_text(encoding="utf-8")
+    intro = readme.split("\n\n")[1].strip()
+    train = readme.split("\n## Train\n", 1)[1]
+    command = train.split("```bash\n", 1)[1].split("\n```", 1)[0].strip()
+    return intro, command
+
+
+def _lines(text: str) -> list[str]:
+    """Notebook sources are stored as lists of lines, each but the last ending in a newline."""
+    return text.splitlines(keepends=True)
+
+
+def _cell(index: int, kind: str, text: str) -> dict:
+    cell = {"cell_type": kind, "id": f"cell-{index:03d}", "metadata": {}, "source": _lines(text)}
+    if kind == "code":
+        cell.update(execution_count=None, outputs=[])
+    return cell
+
+
+def build_notebook(ctx: dict, root: Path, name: str) -> dict:
+    """The project as a notebook: description, runtime set-up, one cell per file, install, train."""
+    intro, command = readme_parts(root)
+    files = project_files(root, root / name)
+    options = ["argparser", "backend", "__launcher", "logger", "mixed_precision", "deterministic"]
+    chosen = ", ".join(f"{key.strip('_')} `{ctx[key]}`" for key in options)
+    folders = sorted({str(path.parent) for path in files if str(path.parent) != "."})
+
+    cells = [
+        ("markdown", f"# {ctx['project_name']}\n\n{intro}\n\nOptions: {chosen}."),
+        ("markdown", "## Set up the runtime"),
+        ("code", SETUPS[ctx["backend"]]),
+        ("markdown", "## Write the project files\n\nEach cell below writes one file of the project."),
+    ]
+    if folders:
+        cells.append(
+            ("code", "import os\n\n" + "\n".join(f"os.makedirs({json.dumps(f)}, exist_ok=True)" for f in folders))
+        )
+    for path in files:
+        text = (root / path).read_text(encoding="utf-8")
+        # %%writefile writes the cell body as it is; the body's last newline is the file's last.
+        cells.append(("code", f"%%writefile {path.as_posix()}\n{text}"))
+    cells += [
+        ("markdown", "## Install the requirements"),
+        ("code", "%pip install -r requirements.txt"),
+        ("markdown", "## Train\n\nThe command the project's README gives."),
+        ("code", f"%%bash\n{command}"),
+    ]
+    return {
+        "cells": [_cell(i, kind, text) for i, (kind, text) in enumerate(cells)],
+        "metadata": {
+            **RUNTIMES[ctx["backend"]],
+            "kernelspec": {"display_name": "Python 3", "language": "python", "name": "python3"},
+            "language_info": {"name": "python"},
+        },
+        "nbformat": 4,
+        "nbformat_minor": 5,
+    }
+
+
+def write_notebook(ctx: dict, root: Path) -> Path:
+    """Write ``<project_slug>.ipynb`` at the project root, byte-identical for the same answers."""
+    name = f"{ctx['project_slug']}.ipynb"
+    notebook = build_notebook(ctx, root, name)
+    path = root / name
+    path.write_text(json.dumps(notebook, indent=1, sort_keys=True, ensure_ascii=False) + "\n", encoding="utf-8")
+    return path
+
+
 def main(ctx: dict, root: Path) -> None:
     remove_unchosen(ctx, root)
+    write_notebook(ctx, root)
 
 
 if __name__ == "__main__":

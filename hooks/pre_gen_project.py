@@ -14,6 +14,7 @@ import sys
 RESERVED_SLUGS = {"data", "models", "trainers", "utils", "main", "torch", "ignite", "tests"}
 HOST_PATTERN = re.compile(r"[A-Za-z0-9][A-Za-z0-9.\-]*|\[[0-9A-Fa-f:]+\]")
 PREFIX_PATTERN = re.compile(r"[A-Za-z0-9_\-]+")
+GITHUB_PATTERN = re.compile(r"[A-Za-z0-9][A-Za-z0-9\-]*/[A-Za-z0-9._\-]+")
 
 
 def _int_rule(ctx: dict, key: str, minimum: int, maximum: int | None = None) -> str | None:
@@ -60,6 +61,12 @@ def validate(ctx: dict) -> list[str]:
     output_dir = str(ctx["output_dir"])
     if not output_dir.strip() or not output_dir.isprintable():
         errors.append(f"output_dir={output_dir!r} is not allowed: it must be a non-empty path on one line")
+
+    if ctx["github_repo"] and not GITHUB_PATTERN.fullmatch(str(ctx["github_repo"])):
+        errors.append(
+            f"github_repo={ctx['github_repo']!r} is not allowed: it must be empty or owner/name "
+            f"(letters, digits, '.', '_' or '-')"
+        )
 
     if not errors:
         errors += distributed_rules(ctx)

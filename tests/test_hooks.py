@@ -37,6 +37,8 @@ REJECTED = [
     ({"log_every_iters": "0"}, "log_every_iters='0'"),
     ({"patience": "-1"}, "patience='-1'"),
     ({"filename_prefix": "a b"}, "filename_prefix='a b'"),
+    ({"github_repo": "not a repo"}, "github_repo='not a repo'"),
+    ({"github_repo": "a/b/c"}, "github_repo='a/b/c'"),
     # TPU rules: 8 replicas, started by spawn, on one node.
     ({"backend": "xla-tpu", "launcher": "torchrun"}, "launcher='torchrun' is not allowed with backend='xla-tpu'"),
     ({"backend": "xla-tpu", "launcher": "none"}, "launcher='none' is not allowed with backend='xla-tpu'"),

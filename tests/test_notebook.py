@@ -1,0 +1,131 @@
+"""The post-generation hook writes a valid, self-contained Colab notebook that is the project."""
+
+import ast
+import os
+import shutil
+import sys
+from pathlib import Path
+
+import nbformat
+import pytest
+from helpers import REPO, TEMPLATES, XLA_PYTHON, readme_train_command, run_cmd
+
+BACKENDS = ["nccl", "gloo", "xla-tpu"]
+EXPECTED_RUNTIME = {
+    "xla-tpu": ("TPU", "V28"),
+    "nccl": ("GPU", "T4"),
+    "gloo": (None, None),
+}
+
+
+def read_notebook(project: Path) -> nbformat.NotebookNode:
+    path = project / f"{project.name}.ipynb"
+    assert path.is_file(), f"no notebook {path.name} at the project root"
+    notebook = nbformat.read(path, as_version=4)
+    nbformat.validate(notebook)  # the current v4 schema
+    return notebook
+
+
+def written_files(notebook) -> dict[str, str]:
+    """What the %%writefile cells would write: path -> text."""
+    files = {}
+    for cell in notebook.cells:
+        if cell.cell_type == "code" and cell.source.startswith("%%writefile "):
+            head, _, body = cell.source.partition("\n")
+            path = head.removeprefix("%%writefile ")
+            assert path not in files, f"{path} is written twice"
+            files[path] = body
+    return files
+
+
+@pytest.mark.parametrize("template", TEMPLATES)
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_notebook_is_valid_and_opens_on_the_backends_runtime(bake, template: str, backend: str) -> None:
+    notebook = read_notebook(bake(template, backend=backend))
+    accelerator, gpu_type = EXPECTED_RUNTIME[backend]
+    assert notebook.metadata.get("accelerator") == accelerator
+    assert notebook.metadata["colab"].get("gpuType") == gpu_type
+    assert notebook.metadata["colab"]["provenance"] == []
+    assert notebook.metadata["kernelspec"]["name"] == "python3"
+
+
+@pytest.mark.parametrize("template", TEMPLATES)
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_notebook_cells_write_every_file_byte_for_byte(bake, template: str, backend: str) -> None:
+    project = bake(template, backend=backend, include_test=True, argparser="hydra")
+    notebook = read_notebook(project)
+    files = written_files(notebook)
+    on_disk = {
+        p.relative_to(project).as_posix(): p.read_text()
+        for p in project.rglob("*")
+        if p.is_file() and p.suffix != ".ipynb"
+    }
+    assert sorted(files) == sorted(on_disk), "the notebook must write exactly the project's files"
+    for path, text in on_disk.items():
+        assert files[path] == text, f"the notebook writes a different {path}"
+
+    sources = [cell.source for cell in notebook.cells]
+    kinds = [cell.cell_type for cell in notebook.cells]
+    assert kinds[0] == "markdown" and sources[0].startswith(f"# {project.name.replace('_', ' ').title()}")
+    assert f"backend `{backend}`" in sources[0]
+    first_write = next(i for i, s in enumerate(sources) if s.startswith("%%writefile"))
+    makedirs = next(i for i, s in enumerate(sources) if 'os.makedirs("tests", exist_ok=True)' in s)
+    assert makedirs < first_write, "folders must exist before the cells that write into them"
+    assert sources[-3] == "%pip install -r requirements.txt"
+    argv, env = readme_train_command(project, python="python")
+    command = " ".join([*(f"{k}={v}" for k, v in env.items()), *argv])
+    assert sources[-1] == f"%%bash\n{command}", "the training cell must be the README's command"
+
+
+def test_same_answers_give_a_byte_identical_project(bake) -> None:
+    answers = {"backend": "xla-tpu", "argparser": "fire", "logger": "tensorboard"}
+    first, second = bake(**answers), bake(**answers)
+    tree = sorted(p.relative_to(first) for p in first.rglob("*") if p.is_file())
+    assert tree == sorted(p.relative_to(second) for p in second.rglob("*") if p.is_file())
+    for path in tree:
+        assert (first / path).read_bytes() == (second / path).read_bytes(), f"{path} differs between two bakes"
+    assert str(first.parent) not in (first / f"{first.name}.ipynb").read_text(), "no absolute paths"
+
+
+def test_colab_badge_only_when_a_github_repository_is_given(bake) -> None:
+    with_repo = bake(github_repo="octo/my-model")
+    badge = "https://colab.research.google.com/github/octo/my-model/blob/main/vision_classification.ipynb"
+    assert badge in (with_repo / "README.md").read_text()
+    assert "colab-badge.svg" not in (bake() / "README.md").read_text()
+
+
+def test_hooks_need_only_the_standard_library() -> None:
+    """Hooks run with whatever Python runs cookiecutter: nbformat, yaml and torch may be absent."""
+    for hook in sorted((REPO / "hooks").glob("*.py")):
+        tree = ast.parse(hook.read_text())
+        for node in ast.walk(tree):
+            names = [a.name for a in node.names] if isinstance(node, ast.Import) else []
+            if isinstance(node, ast.ImportFrom):
+                names = [node.module]
+            for name in names:
+                assert name.split(".")[0] in sys.stdlib_module_names, f"{hook.name} imports {name}"
+
+
+def test_tpu_notebook_runs_top_to_bottom_on_an_xla_cpu_device(bake, tmp_path: Path) -> None:
+    project = bake(backend="xla-tpu")
+    notebook = tmp_path / f"{project.name}.ipynb"
+    shutil.copy(project / notebook.name, notebook)  # the notebook alone, as uploaded to Colab
+    env = {"PJRT_DEVICE": "CPU", "PATH": f"{Path(XLA_PYTHON).parent}{os.pathsep}{os.environ['PATH']}"}
+    overrides = [
+        "dataset=synthetic",
+        "max_epochs=2",
+        "train_epoch_length=2",
+        "eval_epoch_length=1",
+        "batch_size=8",
+        "eval_batch_size=8",
+        "num_workers=0",
+    ]
+    run_cmd([XLA_PYTHON, str(REPO / "tests" / "run_notebook.py"), str(notebook), *overrides], tmp_path, 900, env)
+
+    executed = nbformat.read(tmp_path / "executed.ipynb", as_version=4)
+    setup_output = "".join(out.get("text", "") for out in executed.cells[2].outputs)
+    assert "already installed: nothing to do" in setup_output, "the install cell must skip a present torch_xla"
+    for path in ("main.py", "utils.py", "xla_compat.py", "README.md"):
+        assert (tmp_path / path).read_bytes() == (project / path).read_bytes()
+    (run_dir,) = (tmp_path / "logs").iterdir()
+    assert (run_dir / "xla_metrics.json").is_file() and list(run_dir.glob("training_checkpoint_*.pt"))
