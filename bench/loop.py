@@ -1,0 +1,103 @@
+"""Steps per second of a generated project's trainer against a hand-written loop (run in the project).
+
+Usage (cwd = a baked project): python loop.py TEMPLATE ITERATIONS REPEATS. Prints one JSON line.
+Both loops train the same model on the same synthetic data, one process on the CPU; the generated
+trainer runs with the handlers main.py attaches (progress bar, logging, checkpoints, LR schedule).
+"""
+
+import json
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+from types import SimpleNamespace
+
+import torch
+import yaml
+
+sys.path.insert(0, str(Path.cwd()))
+WARMUP = 3
+
+
+def load_config(iterations: int, output_dir: str) -> SimpleNamespace:
+    values = yaml.safe_load(Path("config.yaml").read_text())
+    for key in ("defaults", "hydra"):
+        values.pop(key, None)
+    values.update(
+        dataset="synthetic",
+        num_workers=0,
+        max_epochs=1,
+        train_epoch_length=WARMUP + iterations,
+        eval_epoch_length=1,
+        log_every_iters=WARMUP + iterations,  # one loss read, at the end, as a user's long interval
+        save_every_iters=10**9,
+        output_dir=output_dir,
+        backend=None,
+    )
+    return SimpleNamespace(**values)
+
+
+def generated(config: SimpleNamespace, iterations: int) -> float:
+    """Run main.run and time the training iterations after the warm-up."""
+    import main
+    from ignite.engine import Events
+
+    marks = {}
+    build = main.setup_trainer
+
+    def timed_setup_trainer(*args, **kwargs):
+        trainer = build(*args, **kwargs)
+        trainer.add_event_handler(
+            Events.ITERATION_COMPLETED(once=WARMUP), lambda _: marks.setdefault("start", time.perf_counter())
+        )
+        trainer.add_event_handler(
+            Events.ITERATION_COMPLETED(once=WARMUP + iterations), lambda _: marks.setdefault("end", time.perf_counter())
+        )
+        return trainer
+
+    main.setup_trainer = timed_setup_trainer
+    main.run(0, config)
+    return iterations / (marks["end"] - marks["start"])
+
+
+def vision_hand_written(config: SimpleNamespace, iterations: int) -> float:
+    """The same model, data, loss, optimizer: a plain PyTorch loop."""
+    import data
+    import models
+
+    torch.manual_seed(config.seed)
+    model = models.setup_model(config.model)
+    optimizer = torch.optim.Adam(model.parameters(), lr=config.lr)
+    loss_fn = torch.nn.CrossEntropyLoss()
+    loader, _ = data.setup_data(config)
+    batches = iter(loader)
+    model.train()
+    for i in range(WARMUP + iterations):
+        if i == WARMUP:
+            start = time.perf_counter()
+        x, y = next(batches)
+        loss = loss_fn(model(x), y)
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+    loss.item()
+    return iterations / (time.perf_counter() - start)
+
+
+HAND_WRITTEN = {"vision-classification": vision_hand_written}
+
+
+def main() -> None:
+    template, iterations, repeats = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
+    torch.set_num_threads(torch.get_num_threads())
+    results = {"generated": [], "hand_written": []}
+    for _ in range(repeats):  # alternate, so that machine noise hits both alike
+        with tempfile.TemporaryDirectory() as tmp:
+            results["generated"].append(generated(load_config(iterations, tmp), iterations))
+            results["hand_written"].append(HAND_WRITTEN[template](load_config(iterations, tmp), iterations))
+    print(json.dumps({k: statistics.median(v) for k, v in results.items()}))
+
+
+if __name__ == "__main__":
+    main()

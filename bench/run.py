@@ -1,0 +1,127 @@
+"""Benchmarks of the generated projects: prints a Markdown table, each figure measured side by side.
+
+    bash scripts/bench.sh            # all templates
+    bash scripts/bench.sh --quick    # fewer iterations, for checking the script itself
+
+1. Training-loop overhead on CPU: steps per second of each template's generated trainer (synthetic
+   data, one process, its handlers attached as in main.py) against a minimal hand-written PyTorch loop
+   doing the same forward, backward and step on the same model and data. Target: within 10%.
+2. XLA on PJRT_DEVICE=CPU: compilations per epoch and device-to-host transfers per training
+   iteration of each generated TPU project, against a naive port of the same loop (per-step
+   `.item()`, partial last batch, no device loader). Target: no new compilation after epoch 2, at
+   most one transfer per logging interval.
+3. Generation: seconds to bake each template with cookiecutter.
+
+Run with the base venv's Python; the XLA part runs in the TPU venv (`--xla-python`).
+"""
+
+import argparse
+import json
+import os
+import platform
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from cookiecutter.main import cookiecutter
+
+REPO = Path(__file__).resolve().parents[1]
+BENCH = Path(__file__).resolve().parent
+TEMPLATES = json.loads((REPO / "cookiecutter.json").read_text())["templates"]
+
+
+def bake(template: str, out: Path, **answers) -> Path:
+    return Path(cookiecutter(str(REPO / template), no_input=True, extra_context=answers, output_dir=str(out)))
+
+
+def generation_seconds(template: str, repeats: int) -> float:
+    times = []
+    for _ in range(repeats):
+        with tempfile.TemporaryDirectory() as tmp:
+            start = time.perf_counter()
+            bake(template, Path(tmp))
+            times.append(time.perf_counter() - start)
+    return statistics.median(times)
+
+
+def loop_overhead(template: str, python: str, iterations: int, repeats: int) -> dict:
+    """Run bench/loop.py in a fresh process on a baked project (launcher none, synthetic data)."""
+    with tempfile.TemporaryDirectory() as tmp:
+        project = bake(template, Path(tmp), save_best_model=False)
+        proc = subprocess.run(
+            [python, str(BENCH / "loop.py"), template, str(iterations), str(repeats)],
+            cwd=project,
+            capture_output=True,
+            text=True,
+            check=False,
+        )
+    if proc.returncode != 0:
+        raise RuntimeError(f"loop benchmark of {template} failed:\n{proc.stdout}\n{proc.stderr[-4000:]}")
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+def xla_behaviour(template: str, xla_python: str, epochs: int) -> dict:
+    """The generated TPU project's xla_metrics.json, and the naive port's counts, on one XLA CPU device."""
+    env = {**os.environ, "PJRT_DEVICE": "CPU"}
+    with tempfile.TemporaryDirectory() as tmp:
+        # No checkpoints: their device-to-host copies are not the training loop's.
+        project = bake(template, Path(tmp), backend="xla-tpu", save_best_model=False, save_training=False)
+        proc = subprocess.run(
+            [xla_python, str(BENCH / "xla_loops.py"), template, str(epochs)],
+            cwd=project,
+            capture_output=True,
+            text=True,
+            env=env,
+            check=False,
+        )
+    if proc.returncode != 0:
+        raise RuntimeError(f"XLA benchmark of {template} failed:\n{proc.stdout}\n{proc.stderr[-4000:]}")
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--xla-python", default=str(REPO / ".venv-xla" / "bin" / "python"))
+    parser.add_argument("--quick", action="store_true", help="fewer iterations and repeats")
+    parser.add_argument("--templates", nargs="*", default=list(TEMPLATES))
+    args = parser.parse_args()
+    iterations, repeats, epochs = (5, 1, 3) if args.quick else (30, 3, 3)
+
+    machine = f"{platform.system()} {platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}"
+    print(f"Machine: {machine}")
+    print(f"Command: bash scripts/bench.sh{' --quick' if args.quick else ''}\n")
+
+    print("| template | generated trainer (it/s) | hand-written loop (it/s) | overhead | target <= 10% |")
+    print("| --- | --- | --- | --- | --- |")
+    for template in args.templates:
+        r = loop_overhead(template, sys.executable, iterations, repeats)
+        overhead = r["hand_written"] / r["generated"] - 1
+        ok = "yes" if overhead <= 0.10 else "NO"
+        print(f"| {template} | {r['generated']:.2f} | {r['hand_written']:.2f} | {overhead:+.1%} | {ok} |")
+
+    print(
+        "\n| template | loop | compilations per epoch | transfers per training iteration | log interval | target met |"
+    )
+    print("| --- | --- | --- | --- | --- | --- |")
+    for template in args.templates:
+        r = xla_behaviour(template, args.xla_python, epochs)
+        for loop in ("generated", "naive"):
+            m = r[loop]
+            per_iter = [t / m["iterations_per_epoch"] for t in m["transfers_per_epoch"]]
+            steady = all(c == 0 for c in m["compilations_per_epoch"][2:])
+            few_reads = max(per_iter) <= 1 / m["log_every_iters"] + 1e-9 if loop == "generated" else None
+            met = "-" if few_reads is None else ("yes" if steady and few_reads else "NO")
+            reads = ", ".join(f"{v:.2f}" for v in per_iter)
+            print(f"| {template} | {loop} | {m['compilations_per_epoch']} | {reads} | {m['log_every_iters']} | {met} |")
+
+    print("\n| template | seconds to bake (median) |")
+    print("| --- | --- |")
+    for template in args.templates:
+        print(f"| {template} | {generation_seconds(template, 3 if args.quick else 10):.2f} |")
+
+
+if __name__ == "__main__":
+    main()
