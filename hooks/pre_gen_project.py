@@ -14,6 +14,7 @@ import sys
 RESERVED_SLUGS = {"data", "models", "trainers", "utils", "main", "torch", "ignite", "tests"}
 HOST_PATTERN = re.compile(r"[A-Za-z0-9][A-Za-z0-9.\-]*|\[[0-9A-Fa-f:]+\]")
 PREFIX_PATTERN = re.compile(r"[A-Za-z0-9_\-]+")
+LOOPBACK = {"127.0.0.1", "localhost", "::1", "[::1]", "0.0.0.0"}
 GITHUB_PATTERN = re.compile(r"[A-Za-z0-9][A-Za-z0-9\-]*/[A-Za-z0-9._\-]+")
 
 
@@ -26,19 +27,34 @@ def _int_rule(ctx: dict, key: str, minimum: int, maximum: int | None = None) -> 
     return None
 
 
+def slug_errors(slug: str) -> list[str]:
+    """The slug names the project's directory and package: a plain, importable, portable name.
+
+    Underscores only between words: the directory name is the slug passed through slugify (so it
+    can never hold a path separator), and that must leave a valid slug unchanged.
+    """
+    rule = (
+        "it must be a Python package name: lower-case letters and digits, words joined by single "
+        "underscores, starting with a letter"
+    )
+    if not re.fullmatch(r"[a-z][a-z0-9]*(_[a-z0-9]+)*", slug):
+        hint = f"; for example 'project_{slug}'" if re.fullmatch(r"[0-9][a-z0-9_]*", slug) else ""
+        return [f"project_slug={slug!r} is not allowed: {rule}{hint}"]
+    if keyword.iskeyword(slug) or slug in RESERVED_SLUGS:
+        return [
+            f"project_slug={slug!r} is not allowed: it must not be a Python keyword or one of "
+            f"{sorted(RESERVED_SLUGS)} (the project's own modules); for example '{slug}_project'"
+        ]
+    return []
+
+
 def validate(ctx: dict) -> list[str]:
     """Return one plain-English message per invalid answer (empty when all answers are valid)."""
     errors = []
     name = str(ctx["project_name"])
     if not name.strip() or not name.isprintable():
         errors.append(f"project_name={name!r} is not allowed: it must be non-empty printable text")
-    slug = str(ctx["project_slug"])
-    if not re.fullmatch(r"[a-z_][a-z0-9_]*", slug) or keyword.iskeyword(slug) or slug in RESERVED_SLUGS:
-        errors.append(
-            f"project_slug={slug!r} is not allowed: it must be a Python package name (lower-case letters, "
-            f"digits and underscores, not starting with a digit), not a Python keyword and not one of "
-            f"{sorted(RESERVED_SLUGS)}"
-        )
+    errors += slug_errors(str(ctx["project_slug"]))
 
     checks = [
         ("nproc_per_node", 1, None),
@@ -85,6 +101,11 @@ def distributed_rules(ctx: dict) -> list[str]:
             f"(TPU training runs 8 replicas, started by spawn, on one node)"
             for key in required
             if given[key] != required[key]
+        ]
+    if int(ctx["nnodes"]) > 1 and ctx["master_addr"] in LOOPBACK:
+        return [
+            f"master_addr={ctx['master_addr']!r} is not allowed with nnodes={ctx['nnodes']!r}: it must be the "
+            f"address of the master node that the other nodes can reach, not a loopback address"
         ]
     if launcher == "none":
         return [

@@ -83,6 +83,8 @@ def valid(combo: dict) -> dict:
         combo["nnodes"] = "1"
     else:
         combo["nproc_per_node"] = "2"
+    if int(combo.get("nnodes", 1)) > 1:
+        combo["master_addr"] = "node0"  # several nodes need an address the others can reach
     return combo
 
 

@@ -41,7 +41,7 @@ def test_every_symlink_resolves_inside_the_shared_sources(template: str) -> None
 
 @pytest.mark.parametrize("template", TEMPLATES)
 def test_whole_shared_files_are_linked_not_copied(template: str) -> None:
-    project_tree = REPO / template / "{{cookiecutter.project_slug}}"
+    project_tree = REPO / template / "{{cookiecutter.__project_dir}}"
     for shared in sorted((COMMON / "project").iterdir()):
         if shared.name in {".ruff_cache", "__pycache__"}:
             continue

@@ -13,15 +13,15 @@ from helpers import PYTHON, make_offline, read_log, readme_train_command, run_cm
 
 # Options chosen so that, across these runs, every runtime code path is exercised once.
 SINGLE_PROCESS = {
-    "argparse": {"logger": "tensorboard", "save_best_model": True, "terminate_on_nan": True},
+    "argparse": {"logger": "tensorboard", "save_best_model": True, "output_dir": "./my runs"},
     "fire": {"deterministic": True, "mixed_precision": True, "timer": True, "patience": "2", "limit_sec": "600"},
     "hydra": {"save_training": False, "save_best_model": False, "terminate_on_nan": False},
 }
 
 
-def check_run(project, epochs: int = 2, iterations_per_epoch: int = 3):
+def check_run(project, epochs: int = 2, iterations_per_epoch: int = 3, output_dir: str = "./logs"):
     """Assert what a user expects of a finished run and return its directory and log."""
-    (run_dir,) = run_dirs(project)
+    (run_dir,) = run_dirs(project, output_dir)
     assert (run_dir / "config-lock.yaml").is_file(), "each run saves its exact config"
     log = read_log(run_dir)
     assert log["losses"], f"no train_loss logged:\n{log['text']}"
@@ -40,7 +40,7 @@ def test_single_process_run_trains_and_evaluates(bake, argparser: str) -> None:
     argv, env = readme_train_command(project)
     assert not env
     run_cmd(argv, cwd=project)
-    run_dir, _ = check_run(project)
+    run_dir, _ = check_run(project, output_dir=options.get("output_dir", "./logs"))
     if options.get("save_training", True):
         assert (run_dir / "training_checkpoint_6.pt").is_file(), "the training state is saved at the end"
     else:

@@ -1,5 +1,5 @@
 {% import "flags.j2" as flags with context %}
-"""{{ cookiecutter.project_name }}: train an image classifier with PyTorch-Ignite."""
+"""Train an image classifier with PyTorch-Ignite: read this file top to bottom."""
 
 from types import SimpleNamespace
 

@@ -1,0 +1,142 @@
+"""What a careless or hostile user could type: each case works safely or fails clearly, leaving nothing.
+
+One row per case. "works" rows bake and check that the value lands only where it is harmless;
+"rejected" rows check the error names the option and the value and says what is allowed, and that
+no directory is left behind, inside the output directory or next to it.
+"""
+
+import re
+import shlex
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+from cookiecutter.exceptions import FailedHookException
+from cookiecutter.main import cookiecutter
+from helpers import REPO, TEMPLATES
+
+# (case, answers, text the error must contain)
+REJECTED = [
+    ("slug climbing out of the output dir", {"project_slug": "../evil"}, "project_slug='../evil'"),
+    ("slug with a path separator", {"project_slug": "a/b"}, "project_slug='a/b'"),
+    ("name starting with a digit", {"project_name": "3D Vision"}, "for example 'project_3d_vision'"),
+    ("name that is a Python keyword", {"project_name": "class"}, "project_slug='class'"),
+    ("slug that is a keyword", {"project_slug": "import"}, "for example 'import_project'"),
+    ("slug with a hyphen", {"project_slug": "my-model"}, "project_slug='my-model'"),
+    ("slug with a leading underscore", {"project_slug": "_model"}, "project_slug='_model'"),
+    ("slug shadowing a project module", {"project_slug": "utils"}, "project_slug='utils'"),
+    ("name with no letters or digits", {"project_name": "!!!"}, "project_slug=''"),
+    ("port 0", {"master_port": "0"}, "master_port='0' is not allowed: it must be a whole number from 1 to 65535"),
+    ("port above 65535", {"master_port": "65536"}, "master_port='65536'"),
+    ("port that is not a number", {"master_port": "http"}, "master_port='http'"),
+    ("nproc_per_node 0", {"launcher": "torchrun", "nproc_per_node": "0"}, "nproc_per_node='0'"),
+    ("nproc_per_node negative", {"launcher": "torchrun", "nproc_per_node": "-2"}, "nproc_per_node='-2'"),
+    ("nproc_per_node text", {"launcher": "torchrun", "nproc_per_node": "two"}, "nproc_per_node='two'"),
+    ("several processes without a launcher", {"launcher": "none", "nproc_per_node": "4"}, "with launcher='none'"),
+    ("nnodes 0", {"launcher": "spawn", "nnodes": "0"}, "nnodes='0'"),
+    ("nnodes > 1 on the loopback address", {"launcher": "torchrun", "nnodes": "2"}, "master_addr='127.0.0.1'"),
+    ("nnodes > 1 without a master address", {"launcher": "spawn", "nnodes": "2", "master_addr": ""}, "master_addr=''"),
+    ("shell in the master address", {"master_addr": "host; rm -rf /"}, "master_addr='host; rm -rf /'"),
+    ("shell in the master address, $()", {"master_addr": "$(reboot)"}, "master_addr='$(reboot)'"),
+    ("checkpoint prefix with a path", {"filename_prefix": "../x"}, "filename_prefix='../x'"),
+    ("checkpoint prefix with a space", {"filename_prefix": "a b"}, "filename_prefix='a b'"),
+    ("n_saved 0", {"n_saved": "0"}, "n_saved='0'"),
+    ("log interval 0", {"log_every_iters": "0"}, "log_every_iters='0'"),
+    ("negative patience", {"patience": "-1"}, "patience='-1'"),
+    ("output_dir on two lines", {"output_dir": "logs\nrm -rf /"}, "output_dir="),
+    ("GitHub repository that is not owner/name", {"github_repo": "not a repo"}, "github_repo='not a repo'"),
+    ("GitHub repository with a path", {"github_repo": "a/b/c"}, "github_repo='a/b/c'"),
+    ("TPU with torchrun", {"backend": "xla-tpu", "launcher": "torchrun"}, "launcher='torchrun' is not allowed"),
+    ("TPU with one process", {"backend": "xla-tpu", "launcher": "none"}, "launcher='none' is not allowed"),
+    ("TPU with 4 replicas", {"backend": "xla-tpu", "nproc_per_node": "4"}, "nproc_per_node='4' is not allowed"),
+    ("TPU on 2 nodes", {"backend": "xla-tpu", "nnodes": "2"}, "nnodes='2' is not allowed"),
+]
+
+
+def generate(tmp_path: Path, answers: dict, template: str = TEMPLATES[0]) -> Path:
+    out = tmp_path / "out"
+    out.mkdir()
+    return Path(cookiecutter(str(REPO / template), no_input=True, extra_context=answers, output_dir=str(out)))
+
+
+@pytest.mark.parametrize("case,answers,expected", REJECTED, ids=[row[0] for row in REJECTED])
+def test_rejected(tmp_path: Path, capfd, case: str, answers: dict, expected: str) -> None:
+    with pytest.raises(FailedHookException):
+        generate(tmp_path, answers)
+    stderr = capfd.readouterr().err
+    assert expected in stderr, f"{case}: the error must name the option and the value; got:\n{stderr}"
+    assert "is not allowed" in stderr and "must" in stderr, f"{case}: the error must say what is allowed"
+    assert list((tmp_path / "out").iterdir()) == [], f"{case}: a rejected generation must leave nothing behind"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["out"], f"{case}: something was written outside"
+
+
+def test_unknown_choice_value_fails_before_anything_is_written(tmp_path: Path) -> None:
+    with pytest.raises(ValueError, match=r"mpirun provided for choice variable launcher"):
+        generate(tmp_path, {"launcher": "mpirun"})
+    assert list((tmp_path / "out").iterdir()) == []
+
+
+def test_jinja_syntax_in_an_answer_fails_before_anything_is_written(tmp_path: Path) -> None:
+    # Cookiecutter renders answers as Jinja (that is how defaults follow earlier answers).
+    with pytest.raises(Exception, match="end of print statement"):
+        generate(tmp_path, {"project_name": "{{ broken"})
+    assert list((tmp_path / "out").iterdir()) == []
+
+
+def compiles_and_lints(project: Path) -> None:
+    for path in project.rglob("*.py"):
+        compile(path.read_text(), str(path), "exec")
+    proc = subprocess.run([sys.executable, "-m", "ruff", "check", "."], cwd=project, capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stdout
+
+
+def shell_cells(project: Path) -> str:
+    """Everything the notebook and README run in a shell."""
+    notebook = yaml.safe_load((project / f"{project.name}.ipynb").read_text())  # JSON is YAML
+    cells = ["".join(c["source"]) for c in notebook["cells"] if c["cell_type"] == "code"]
+    commands = [c for c in cells if not c.startswith("%%writefile")]
+    readme = (project / "README.md").read_text()
+    blocks = [part.split("\n```", 1)[0] for part in readme.split("```bash\n")[1:]]
+    return "\n".join(commands + blocks)
+
+
+def test_name_with_spaces_works(tmp_path: Path) -> None:
+    project = generate(tmp_path, {"project_name": "My Image Project"})
+    assert project.name == "my_image_project"
+    assert (project / "README.md").read_text().startswith("# My Image Project\n")
+    compiles_and_lints(project)
+
+
+def test_unicode_name_works(tmp_path: Path) -> None:
+    project = generate(tmp_path, {"project_name": "Modèle Ünicode 模型"})
+    assert project.name == "modele_unicode_mo_xing"
+    assert "# Modèle Ünicode 模型" in (project / "README.md").read_text()
+    assert "Modèle Ünicode 模型" in (project / f"{project.name}.ipynb").read_text(encoding="utf-8")
+    compiles_and_lints(project)
+
+
+def test_name_with_quotes_and_backslashes_works(tmp_path: Path) -> None:
+    name = 'Bob\'s "quoted" \\ model'
+    project = generate(tmp_path, {"project_name": name})
+    assert project.name == "bob_s_quoted_model"
+    assert yaml.safe_load((project / "config.yaml").read_text())["dataset"] == "cifar10"
+    compiles_and_lints(project)
+
+
+def test_shell_syntax_in_the_name_never_reaches_a_shell(tmp_path: Path) -> None:
+    marker = tmp_path / "pwned"
+    project = generate(tmp_path, {"project_name": f"a;b $(touch {marker}) `touch {marker}`"})
+    assert not marker.exists()
+    assert "touch" not in shell_cells(project), "the project name must not appear in any command"
+    compiles_and_lints(project)
+
+
+@pytest.mark.parametrize("output_dir", ["./my runs", "./it's runs", "./$(id) runs"])
+def test_output_dir_with_spaces_and_quotes_is_quoted_in_commands(tmp_path: Path, output_dir: str) -> None:
+    project = generate(tmp_path, {"output_dir": output_dir, "logger": "tensorboard"})
+    assert yaml.safe_load((project / "config.yaml").read_text())["output_dir"] == output_dir
+    readme = (project / "README.md").read_text()
+    command = re.search(r"`(tensorboard --logdir [^`]*)`", readme)[1]
+    assert shlex.split(command) == ["tensorboard", "--logdir", output_dir], command
