@@ -47,39 +47,28 @@ def generation_seconds(template: str, repeats: int) -> float:
     return statistics.median(times)
 
 
-def loop_overhead(template: str, python: str, iterations: int, repeats: int) -> dict:
-    """Run bench/loop.py in a fresh process on a baked project (launcher none, synthetic data)."""
+def in_baked_project(template: str, script: str, args: list, python: str, env: dict | None = None, **answers) -> dict:
+    """Bake the template, run a bench script with the given Python inside it, return its JSON line."""
     with tempfile.TemporaryDirectory() as tmp:
-        project = bake(template, Path(tmp), save_best_model=False)
-        proc = subprocess.run(
-            [python, str(BENCH / "loop.py"), template, str(iterations), str(repeats)],
-            cwd=project,
-            capture_output=True,
-            text=True,
-            check=False,
-        )
+        project = bake(template, Path(tmp), **answers)
+        cmd = [python, str(BENCH / script), template, *map(str, args)]
+        proc = subprocess.run(cmd, cwd=project, capture_output=True, text=True, env=env, check=False)
     if proc.returncode != 0:
-        raise RuntimeError(f"loop benchmark of {template} failed:\n{proc.stdout}\n{proc.stderr[-4000:]}")
+        raise RuntimeError(f"{script} on {template} failed:\n{proc.stdout}\n{proc.stderr[-4000:]}")
     return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+def loop_overhead(template: str, python: str, iterations: int, repeats: int) -> dict:
+    """Generated trainer against a hand-written loop, one process, synthetic data (bench/loop.py)."""
+    return in_baked_project(template, "loop.py", [iterations, repeats], python, save_best_model=False)
 
 
 def xla_behaviour(template: str, xla_python: str, epochs: int) -> dict:
     """The generated TPU project's xla_metrics.json, and the naive port's counts, on one XLA CPU device."""
     env = {**os.environ, "PJRT_DEVICE": "CPU"}
-    with tempfile.TemporaryDirectory() as tmp:
-        # No checkpoints: their device-to-host copies are not the training loop's.
-        project = bake(template, Path(tmp), backend="xla-tpu", save_best_model=False, save_training=False)
-        proc = subprocess.run(
-            [xla_python, str(BENCH / "xla_loops.py"), template, str(epochs)],
-            cwd=project,
-            capture_output=True,
-            text=True,
-            env=env,
-            check=False,
-        )
-    if proc.returncode != 0:
-        raise RuntimeError(f"XLA benchmark of {template} failed:\n{proc.stdout}\n{proc.stderr[-4000:]}")
-    return json.loads(proc.stdout.strip().splitlines()[-1])
+    # No checkpoints: their device-to-host copies are not the training loop's.
+    answers = {"backend": "xla-tpu", "save_best_model": False, "save_training": False}
+    return in_baked_project(template, "xla_loops.py", [epochs], xla_python, env, **answers)
 
 
 def main() -> None:
