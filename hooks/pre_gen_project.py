@@ -50,7 +50,8 @@ def validate(ctx: dict) -> list[str]:
         ("limit_sec", 0, None),
         ("log_every_iters", 1, None),
     ]
-    errors += [msg for key, low, high in checks if (msg := _int_rule(ctx, key, low, high))]
+    # A template asks only the questions that apply to it (a GAN has no patience): check those it asks.
+    errors += [msg for key, low, high in checks if key in ctx and (msg := _int_rule(ctx, key, low, high))]
 
     if not HOST_PATTERN.fullmatch(str(ctx["master_addr"])):
         errors.append(f"master_addr={ctx['master_addr']!r} is not allowed: it must be a host name or an IP address")
