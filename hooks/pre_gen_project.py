@@ -11,7 +11,7 @@ import re
 import sys
 
 # Names the generated project uses for its own modules: a package of the same name would shadow them.
-RESERVED_SLUGS = {"data", "models", "trainers", "utils", "main", "torch", "ignite", "tests"}
+RESERVED_SLUGS = {"data", "models", "trainers", "utils", "main", "images", "torch", "ignite", "tests"}
 HOST_PATTERN = re.compile(r"[A-Za-z0-9][A-Za-z0-9.\-]*|\[[0-9A-Fa-f:]+\]")
 PREFIX_PATTERN = re.compile(r"[A-Za-z0-9_\-]+")
 GITHUB_PATTERN = re.compile(r"[A-Za-z0-9][A-Za-z0-9\-]*/[A-Za-z0-9._\-]+")

@@ -12,7 +12,7 @@ from pathlib import Path
 import yaml
 
 REPO = Path(__file__).resolve().parents[1]
-TEMPLATES = ["vision-classification"]
+TEMPLATES = ["vision-classification", "gan"]
 PYTHON = sys.executable
 # The TPU environment: torch_xla layered on the base venv (scripts/env.sh makes both).
 XLA_PYTHON = os.environ.get("IGNITE_TEMPLATES_XLA_PYTHON", str(REPO / ".venv-xla" / "bin" / "python"))
@@ -43,7 +43,7 @@ def template_context(template: str) -> dict:
 
 
 def template_options(template: str) -> dict[str, list]:
-    """The options of OPTIONS that the template asks (one without an eval metric has no save_best_model)."""
+    """The options of OPTIONS that the template asks (a GAN has no save_best_model or patience)."""
     context = template_context(template)
     return {name: values for name, values in OPTIONS.items() if name in context}
 
@@ -108,6 +108,12 @@ OFFLINE = {
     "train_epoch_length": 3,
     "eval_epoch_length": 2,
     "log_every_iters": 1,
+    # GAN: small images and networks.
+    "image_size": 16,
+    "z_dim": 16,
+    "g_filters": 8,
+    "d_filters": 8,
+    "num_samples": 16,
 }
 
 

@@ -19,6 +19,11 @@ TINY = {
     "train_epoch_length": 2,
     "eval_epoch_length": 2,
     "log_every_iters": 1,
+    "image_size": 16,
+    "z_dim": 16,
+    "g_filters": 8,
+    "d_filters": 8,
+    "num_samples": 16,
 }
 
 
