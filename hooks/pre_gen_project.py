@@ -11,7 +11,7 @@ import re
 import sys
 
 # Names the generated project uses for its own modules: a package of the same name would shadow them.
-RESERVED_SLUGS = {"data", "models", "trainers", "utils", "main", "torch", "ignite", "tests"}
+RESERVED_SLUGS = {"data", "models", "trainers", "utils", "main", "images", "torch", "ignite", "tests"}
 HOST_PATTERN = re.compile(r"[A-Za-z0-9][A-Za-z0-9.\-]*|\[[0-9A-Fa-f:]+\]")
 PREFIX_PATTERN = re.compile(r"[A-Za-z0-9_\-]+")
 LOOPBACK = {"127.0.0.1", "localhost", "::1", "[::1]", "0.0.0.0"}
@@ -66,7 +66,8 @@ def validate(ctx: dict) -> list[str]:
         ("limit_sec", 0, None),
         ("log_every_iters", 1, None),
     ]
-    errors += [msg for key, low, high in checks if (msg := _int_rule(ctx, key, low, high))]
+    # A template asks only the questions that apply to it (a GAN has no patience): check those it asks.
+    errors += [msg for key, low, high in checks if key in ctx and (msg := _int_rule(ctx, key, low, high))]
 
     if not HOST_PATTERN.fullmatch(str(ctx["master_addr"])):
         errors.append(f"master_addr={ctx['master_addr']!r} is not allowed: it must be a host name or an IP address")

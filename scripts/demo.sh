@@ -1,19 +1,22 @@
 #!/usr/bin/env bash
-# The demo, from a fresh clone: generate the default vision-classification project into demo/ and
-# train it briefly, offline, on synthetic data (about a minute on 2 CPU cores).
+# The demo, from a fresh clone: generate a template's default project (vision-classification, or the
+# template named as the first argument, e.g. `bash scripts/demo.sh gan`) into demo/ and train it
+# briefly, offline, on synthetic data (about a minute on 2 CPU cores).
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+template="${1:-vision-classification}"
 venv="$(bash "$root/scripts/env.sh")"
 rm -rf "$root/demo"
-"$venv/bin/cookiecutter" "$root" --directory vision-classification --no-input --output-dir "$root/demo"
-project="$root/demo/vision_classification"
+"$venv/bin/cookiecutter" "$root" --directory "$template" --no-input --output-dir "$root/demo"
+project="$(find "$root/demo" -mindepth 1 -maxdepth 1 -type d)"
 cd "$project"
-# What a user edits in config.yaml for a quick offline run.
+# What a user edits in config.yaml for a quick offline run (each template has its own keys).
 "$venv/bin/python" - <<'PY'
 import yaml
 
 config = yaml.safe_load(open("config.yaml"))
-config.update(dataset="synthetic", max_epochs=2, train_epoch_length=20, eval_epoch_length=4, num_workers=0)
+quick = dict(dataset="synthetic", max_epochs=2, train_epoch_length=20, eval_epoch_length=4, num_workers=0)
+config.update({key: value for key, value in quick.items() if key in config})
 yaml.safe_dump(config, open("config.yaml", "w"), sort_keys=False)
 PY
 "$venv/bin/python" main.py config.yaml

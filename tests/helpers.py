@@ -1,6 +1,7 @@
 """Helpers shared by the test modules: templates, option combinations and running generated projects."""
 
 import itertools
+import json
 import os
 import re
 import shlex
@@ -11,7 +12,7 @@ from pathlib import Path
 import yaml
 
 REPO = Path(__file__).resolve().parents[1]
-TEMPLATES = ["vision-classification"]
+TEMPLATES = ["vision-classification", "gan"]
 PYTHON = sys.executable
 # The TPU environment: torch_xla layered on the base venv (scripts/env.sh makes both).
 XLA_PYTHON = os.environ.get("IGNITE_TEMPLATES_XLA_PYTHON", str(REPO / ".venv-xla" / "bin" / "python"))
@@ -34,6 +35,17 @@ OPTIONS: dict[str, list] = {
     "limit_sec": ["0", "600"],
     "nnodes": ["1", "2"],
 }
+
+
+def template_context(template: str) -> dict:
+    """The template's cookiecutter.json: its questions, defaults and private settings."""
+    return json.loads((REPO / template / "cookiecutter.json").read_text())
+
+
+def template_options(template: str) -> dict[str, list]:
+    """The options of OPTIONS that the template asks (a GAN has no save_best_model or patience)."""
+    context = template_context(template)
+    return {name: values for name, values in OPTIONS.items() if name in context}
 
 
 def pairwise(options: dict[str, list]) -> list[dict]:
@@ -88,20 +100,32 @@ def valid(combo: dict) -> dict:
     return combo
 
 
+# A quick offline run, for the keys of config.yaml that have them (each template has its own keys).
+OFFLINE = {
+    "dataset": "synthetic",
+    "batch_size": 8,
+    "eval_batch_size": 8,
+    "num_workers": 0,
+    "max_epochs": 2,
+    "train_epoch_length": 3,
+    "eval_epoch_length": 2,
+    "log_every_iters": 1,
+    # GAN: small images and networks.
+    "image_size": 16,
+    "z_dim": 16,
+    "g_filters": 8,
+    "d_filters": 8,
+    "num_samples": 16,
+}
+
+
 def make_offline(project: Path, **overrides) -> dict:
     """Edit the project's config.yaml as a user would for a quick offline run; return the config."""
     path = project / "config.yaml"
     config = yaml.safe_load(path.read_text())
-    config.update(
-        dataset="synthetic",
-        batch_size=8,
-        eval_batch_size=8,
-        num_workers=0,
-        max_epochs=2,
-        train_epoch_length=3,
-        eval_epoch_length=2,
-        log_every_iters=1,
-    )
+    unknown = set(overrides) - set(config)
+    assert not unknown, f"config.yaml has no keys {sorted(unknown)}"
+    config.update({key: value for key, value in OFFLINE.items() if key in config})
     config.update(overrides)
     path.write_text(yaml.safe_dump(config, sort_keys=False))
     return config
@@ -144,9 +168,19 @@ def readme_train_command(project: Path, python: str = PYTHON) -> tuple[list[str]
 
 
 def read_log(run_dir: Path) -> dict:
-    """What a user checks in training.log: the logged train losses and the eval metrics per epoch."""
+    """What a user checks in training.log: the values logged per iteration and the eval metrics per epoch.
+
+    ``train`` has one dict per logged iteration (``train_loss`` for vision; ``loss_d``, ``loss_g``, ...
+    for the GAN); ``losses`` is every value logged in them.
+    """
     log = (run_dir / "training.log").read_text()
-    losses = [float(v) for v in re.findall(r"train_loss=([-+0-9.naif]+)", log)]
+    logged = re.findall(r" - iteration (\d+): (.*)$", log, flags=re.MULTILINE)
+    train = [{name: float(v) for name, v in re.findall(r"(\w+)=([-+0-9.naif]+)", values)} for _, values in logged]
     evals = [dict(re.findall(r"(\w+)=([0-9.]+)", line)) for line in log.splitlines() if " - eval: " in line]
-    iterations = [int(v) for v in re.findall(r"iteration (\d+): train_loss", log)]
-    return {"text": log, "losses": losses, "evals": evals, "iterations": iterations}
+    return {
+        "text": log,
+        "train": train,
+        "losses": [value for values in train for value in values.values()],
+        "evals": evals,
+        "iterations": [int(iteration) for iteration, _ in logged],
+    }

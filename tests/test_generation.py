@@ -1,5 +1,6 @@
 """Every option value, baked at least once (pairwise over the options), gives a clean project."""
 
+import ast
 import py_compile
 import re
 import subprocess
@@ -8,11 +9,27 @@ from pathlib import Path
 
 import pytest
 import yaml
-from helpers import OPTIONS, TEMPLATES, pairwise, resolved_launcher, valid
+from helpers import TEMPLATES, pairwise, resolved_launcher, template_context, template_options, valid
 
-COMBOS = [valid(combo) for combo in pairwise(OPTIONS)]
+# Each template's own options, combined pairwise: (template, answers).
+BAKES = [(template, valid(combo)) for template in TEMPLATES for combo in pairwise(template_options(template))]
 LEFTOVER = re.compile(r"\{\{|\{%|%\}|\}\}|cookiecutter\.")
 TEXT_SUFFIXES = {".py", ".md", ".txt", ".yaml", ".toml", ".cfg", ".ipynb", ""}
+# Third-party modules a generated project imports -> the requirement that installs them (directly or
+# as a dependency). Test-only imports (pytest) are installed by the README's test instructions.
+PROVIDED_BY = {
+    "torch": "torch",
+    "torchvision": "torchvision",
+    "PIL": "torchvision",
+    "torch_xla": "torch_xla",
+    "ignite": "pytorch-ignite",
+    "yaml": "pyyaml",
+    "fire": "fire",
+    "hydra": "hydra-core",
+    "omegaconf": "hydra-core",
+    "matplotlib": "matplotlib",
+    "pytest": None,
+}
 
 
 def combo_id(combo: dict) -> str:
@@ -23,20 +40,34 @@ def project_files(project: Path) -> list[Path]:
     return sorted(p for p in project.rglob("*") if p.is_file() and ".ruff_cache" not in p.parts)
 
 
+def third_party_imports(project: Path) -> set[str]:
+    """The top-level names of the modules the project's Python files import, but for its own and the stdlib."""
+    own = {p.stem for p in project.glob("*.py")}
+    names = set()
+    for path in project.rglob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Import):
+                names |= {alias.name.split(".")[0] for alias in node.names}
+            elif isinstance(node, ast.ImportFrom) and node.level == 0:
+                names.add(node.module.split(".")[0])
+    return names - own - set(sys.stdlib_module_names)
+
+
 def ruff(project: Path, *args: str) -> subprocess.CompletedProcess:
     return subprocess.run(
         [sys.executable, "-m", "ruff", *args], cwd=project, capture_output=True, text=True, check=False
     )
 
 
-def test_pairwise_covers_every_value_of_every_option() -> None:
-    for name, values in OPTIONS.items():
-        used = {str(combo[name]) for combo in COMBOS}
+@pytest.mark.parametrize("template", TEMPLATES)
+def test_pairwise_covers_every_value_of_every_option(template: str) -> None:
+    combos = [combo for name, combo in BAKES if name == template]
+    for name, values in template_options(template).items():
+        used = {str(combo[name]) for combo in combos}
         assert used >= {str(v) for v in values}, f"option {name}: values {values} not all baked"
 
 
-@pytest.mark.parametrize("template", TEMPLATES)
-@pytest.mark.parametrize("combo", COMBOS, ids=combo_id)
+@pytest.mark.parametrize("template,combo", BAKES, ids=[f"{t}-{combo_id(c)}" for t, c in BAKES])
 def test_generated_project_is_clean(bake, template: str, combo: dict) -> None:
     project = bake(template, **combo)
     files = project_files(project)
@@ -64,17 +95,23 @@ def test_generated_project_is_clean(bake, template: str, combo: dict) -> None:
     xla = combo["backend"] == "xla-tpu"
     assert config["backend"] == (None if resolved_launcher(combo) == "none" else combo["backend"])
     assert config["output_dir"] == "./logs"
-    for key in ("batch_size", "eval_batch_size", "num_workers", "max_epochs", "log_every_iters"):
+    evaluates = bool(template_context(template)["_eval_metric"])
+    integers = ["batch_size", "num_workers", "max_epochs", "log_every_iters"]
+    for key in integers + ["eval_batch_size"] * evaluates:
         assert isinstance(config[key], int), f"config.yaml: {key} must be an integer"
-    for key in ("train_epoch_length", "eval_epoch_length", "resume_from"):
+    for key in ["train_epoch_length", "resume_from"] + ["eval_epoch_length"] * evaluates:
         assert key in config, f"config.yaml lacks {key}"
-    assert ("patience" in config) == (int(combo["patience"]) > 0)
+    # Early stopping needs an eval metric: a template without one neither asks nor configures it.
+    assert ("patience" in config) == (int(combo.get("patience", 0)) > 0)
     assert ("limit_sec" in config) == (int(combo["limit_sec"]) > 0)
 
     requirements = (project / "requirements.txt").read_text()
     assert ("tensorboard" in requirements) == (combo["logger"] == "tensorboard")
     assert ("fire" in requirements) == (combo["argparser"] == "fire")
     assert ("hydra-core" in requirements) == (combo["argparser"] == "hydra")
+    for module in third_party_imports(project):
+        assert module in PROVIDED_BY, f"unknown import {module}: add it to PROVIDED_BY"
+        assert PROVIDED_BY[module] is None or PROVIDED_BY[module] in requirements, f"no requirement installs {module}"
     if xla:
         assert "torch_xla[tpu]==2.9.0" in requirements and "torch==2.9.0" in requirements
         assert config["nproc_per_node"] == 8

@@ -62,14 +62,23 @@ def test_every_error_is_reported_at_once() -> None:
     assert len(errors) == 2 and "master_port" in errors[0] and "n_saved" in errors[1]
 
 
-def test_default_answers_are_valid() -> None:
-    assert PRE.validate(load_defaults()) == []
+@pytest.mark.parametrize("template", TEMPLATES)
+def test_default_answers_are_valid(template: str) -> None:
+    assert PRE.validate(load_defaults(template)) == []
 
 
-def load_defaults() -> dict:
+def test_an_option_a_template_does_not_ask_is_not_checked() -> None:
+    answers = load_defaults("gan")
+    assert "patience" not in answers
+    assert PRE.validate({**answers, "n_saved": "0"}) == [
+        "n_saved='0' is not allowed: it must be a whole number of at least 1"
+    ]
+
+
+def load_defaults(template: str = TEMPLATES[0]) -> dict:
     """The template's default answers, rendered as cookiecutter would render them."""
     from cookiecutter.generate import generate_context
     from cookiecutter.prompt import prompt_for_config
 
-    context = generate_context(context_file=str(REPO / TEMPLATES[0] / "cookiecutter.json"))
+    context = generate_context(context_file=str(REPO / template / "cookiecutter.json"))
     return dict(prompt_for_config(context, no_input=True))

@@ -49,11 +49,21 @@ def test_whole_shared_files_are_linked_not_copied(template: str) -> None:
         assert path.is_symlink() and path.resolve() == shared, f"{path} must be a symlink to {shared}"
 
 
+# Questions about the eval metric (best models, early stopping): only a template with an eval metric
+# (`_eval_metric`, read by flags.j2) asks them. A GAN has none: its losses do not rank its samples.
+EVAL_METRIC_QUESTIONS = {"save_best_model", "patience"}
+
+
 @pytest.mark.parametrize("template", TEMPLATES)
 def test_templates_ask_the_same_shared_questions(template: str) -> None:
     """Shared hooks and sources rely on these answers: every template must offer them identically."""
     reference = json.loads((REPO / TEMPLATES[0] / "cookiecutter.json").read_text())
     context = json.loads((REPO / template / "cookiecutter.json").read_text())
-    shared = [k for k in reference if k not in {"project_name", "_template_name", "__prompts__"}]
-    for key in shared:
+    own = {"project_name", "_template_name", "_eval_metric", "__prompts__"}
+    assert isinstance(context["_eval_metric"], str), "every template says which eval metric it has, if any"
+    if not context["_eval_metric"]:
+        own |= EVAL_METRIC_QUESTIONS
+        assert not EVAL_METRIC_QUESTIONS & set(context), f"{template} has no eval metric to rank or stop by"
+    for key in (k for k in reference if k not in own):
         assert context.get(key) == reference[key], f"{template}: option {key} differs from {TEMPLATES[0]}"
+    assert set(context["__prompts__"]) == {k for k in context if not k.startswith("_")}, "one prompt per question"

@@ -66,7 +66,8 @@ def test_notebook_cells_write_every_file_byte_for_byte(bake, template: str, back
 
     sources = [cell.source for cell in notebook.cells]
     kinds = [cell.cell_type for cell in notebook.cells]
-    assert kinds[0] == "markdown" and sources[0].startswith(f"# {project.name.replace('_', ' ').title()}")
+    title = (project / "README.md").read_text().splitlines()[0]  # "# <project_name>"
+    assert kinds[0] == "markdown" and sources[0].startswith(f"{title}\n")
     assert f"backend `{backend}`" in sources[0]
     first_write = next(i for i, s in enumerate(sources) if s.startswith("%%writefile"))
     makedirs = next(i for i, s in enumerate(sources) if 'os.makedirs("tests", exist_ok=True)' in s)

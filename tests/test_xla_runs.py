@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 import torch
+import yaml
 from helpers import XLA_PYTHON, make_offline, read_log, readme_train_command, run_cmd, run_dirs
 from torchvision.models import resnet18
 
@@ -63,3 +64,44 @@ def test_xla_project_own_tests_pass_with_bf16_and_fire(bake) -> None:
 def test_gpu_and_cpu_runs_use_an_environment_without_torch_xla() -> None:
     """Where torch_xla is importable, ignite 0.5.5 breaks gloo and nccl runs: users of those have none."""
     assert importlib.util.find_spec("torch_xla") is None, "torch_xla leaked into the base test venv"
+
+
+def test_gan_trains_3_epochs_in_bf16_and_stops_compiling(bake) -> None:
+    """Both optimizers stepped by xm.optimizer_step, bf16 autocast, device loader, samples from the XLA device."""
+    project = bake("gan", backend="xla-tpu", mixed_precision=True)
+    make_offline(project, max_epochs=3, train_epoch_length=4, log_every_iters=2)
+    argv, env = readme_train_command(project, python=XLA_PYTHON)
+    assert env == {"PJRT_DEVICE": "TPU"}, "the README runs on the TPU"
+    run_cmd(argv, cwd=project, timeout=600, env=CPU_XLA)
+
+    (run_dir,) = run_dirs(project)
+    log = read_log(run_dir)
+    assert log["iterations"] == [2, 4, 6, 8, 10, 12] and all(set(v) >= {"loss_d", "loss_g"} for v in log["train"])
+    assert [p.name for p in sorted((run_dir / "samples").iterdir())] == [f"epoch_{e:04d}.png" for e in (1, 2, 3)]
+    assert (run_dir / "losses.png").is_file()
+
+    metrics = json.loads((run_dir / "xla_metrics.json").read_text())
+    assert metrics["compilations_per_epoch"][0] > 0 and metrics["compilations_per_epoch"][2] == 0, metrics
+    # Reads from the device: all the losses in one transfer at each logging interval (2 per epoch), and
+    # the epoch-end checkpoint; the sample grid (counted apart, with the epoch-end work) compiles once.
+    assert all(n <= 3 for n in metrics["device_to_host_transfers_per_epoch"]), metrics
+    assert metrics["eval_compilations_per_epoch"][1:] == [0, 0], metrics
+    assert metrics["eval_device_to_host_transfers_per_epoch"] == [1, 1, 1], "one transfer per sample grid"
+
+    # The checkpoint loads where there is no torch_xla, into the project's own networks.
+    checkpoint = torch.load(run_dir / "training_checkpoint_12.pt", map_location="cpu", weights_only=False)
+    models = load_module(project / "models.py")
+    c = yaml.safe_load((project / "config.yaml").read_text())
+    generator = models.Generator(c["z_dim"], c["g_filters"], c["channels"], c["image_size"])
+    generator.load_state_dict(checkpoint["generator"])
+    discriminator = models.Discriminator(c["channels"], c["d_filters"], c["image_size"])
+    discriminator.load_state_dict(checkpoint["discriminator"])
+    assert set(checkpoint) >= {"optimizer_g", "optimizer_d", "trainer"}
+
+
+def load_module(path: Path):
+    """Import a generated project's module by its path, under a name of its own."""
+    spec = importlib.util.spec_from_file_location(f"generated_{path.stem}", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module

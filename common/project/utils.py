@@ -27,13 +27,17 @@ import torch_xla.distributed.parallel_loader as pl
 import torch_xla.distributed.xla_multiprocessing as xmp
 {% endif %}
 import yaml
+{% if cookiecutter.deterministic %}
+from ignite.engine import DeterministicEngine, Engine, Events
+{% else %}
 from ignite.engine import Engine, Events
+{% endif %}
 from ignite.handlers import (
     Checkpoint,
-{% if cookiecutter.save_training or cookiecutter.save_best_model %}
+{% if cookiecutter.save_training or flags.save_best %}
     DiskSaver,
 {% endif %}
-{% if cookiecutter.patience | int > 0 %}
+{% if flags.early_stopping %}
     EarlyStopping,
 {% endif %}
     ProgressBar,
@@ -46,7 +50,7 @@ from ignite.handlers import (
 {% if cookiecutter.timer %}
     Timer,
 {% endif %}
-{% if cookiecutter.save_best_model or cookiecutter.logger == "tensorboard" %}
+{% if flags.save_best or (flags.eval_metric and cookiecutter.logger == "tensorboard") %}
     global_step_from_engine,
 {% endif %}
 )
@@ -57,6 +61,7 @@ from ignite.utils import setup_logger
 {% if cookiecutter.argparser == "hydra" %}
 from omegaconf import DictConfig, OmegaConf
 {% endif %}
+from torch.utils.data.distributed import DistributedSampler
 {% if flags.xla %}
 
 import xla_compat
@@ -228,37 +233,58 @@ def log_metrics(logger: logging.Logger, epoch: int, tag: str, metrics: dict[str,
     logger.info("Epoch %d - %s: %s", epoch, tag, values)
 
 
+def training_engine(train_step: Callable[[Engine, Any], Any], train_loader: Any) -> Engine:
+    """The engine that runs ``train_step`` on each batch, with a new shuffle of the data each epoch."""
+{% if cookiecutter.deterministic %}
+    # DeterministicEngine reseeds the random generators per epoch (data order, dropout, noise), so a
+    # resumed run sees the same batches.
+    trainer = DeterministicEngine(train_step)
+{% else %}
+    trainer = Engine(train_step)
+{% endif %}
+    # A device loader wraps the DataLoader; the sampler is on the DataLoader.
+    sampler = getattr(getattr(train_loader, "_loader", train_loader), "sampler", None)
+    if isinstance(sampler, DistributedSampler):
+        # Each epoch gets its own shuffle, the same on every process.
+        trainer.add_event_handler(Events.EPOCH_STARTED, lambda engine: sampler.set_epoch(engine.state.epoch - 1))
+    return trainer
+
+
 def setup_handlers(
     trainer: Engine,
+{% if flags.eval_metric %}
     evaluator: Engine,
+{% endif %}
     config: SimpleNamespace,
     run_dir: Path,
 {% if cookiecutter.save_training %}
     to_save: dict[str, Any],
 {% endif %}
-{% if cookiecutter.save_best_model %}
+{% if flags.save_best %}
     model: torch.nn.Module,
 {% endif %}
 ) -> None:
     """Attach loss logging, progress bar, checkpoints and the optional stopping rules."""
-    # The loss stays on the device during the step. It is read here, once every `log_every_iters`
-    # iterations (each read waits for the device), into `train_loss` for everything that shows it.
+    # The training step returns its losses as tensors that stay on the device. They are read here,
+    # once every `log_every_iters` iterations and in one transfer (each read waits for the device),
+    # into `trainer.state.metrics` for everything that shows them.
     every = Events.ITERATION_COMPLETED(every=config.log_every_iters)
 
     @trainer.on(every)
-    def read_train_loss(engine: Engine) -> None:
-        engine.state.metrics["train_loss"] = engine.state.output["train_loss"].item()
-        engine.logger.info(
-            "Epoch %d - iteration %d: train_loss=%.4f",
-            engine.state.epoch,
-            engine.state.iteration,
-            engine.state.metrics["train_loss"],
-        )
+    def read_losses(engine: Engine) -> None:
+        output = engine.state.output
+        values = torch.stack([value.float() for value in output.values()]).tolist()
+        engine.state.metrics.update(zip(output, values, strict=True))
+        losses = " ".join(f"{name}={value:.4f}" for name, value in zip(output, values, strict=True))
+        engine.logger.info("Epoch %d - iteration %d: %s", engine.state.epoch, engine.state.iteration, losses)
 
     if idist.get_rank() == 0:
-        ProgressBar(persist=True).attach(trainer, metric_names=["train_loss"], event_name=every)
+        ProgressBar(persist=True).attach(trainer, metric_names="all", event_name=every)
 {% if cookiecutter.terminate_on_nan %}
-    trainer.add_event_handler(every, TerminateOnNan(output_transform=lambda _: trainer.state.metrics["train_loss"]))
+    # Checks the values just read: no extra device read.
+    trainer.add_event_handler(
+        every, TerminateOnNan(output_transform=lambda output: [trainer.state.metrics[name] for name in output])
+    )
 {% endif %}
 {% if cookiecutter.save_training %}
     # Training state at a fixed interval and at every epoch end, so a run can resume.
@@ -275,21 +301,21 @@ def setup_handlers(
         save_training,
     )
 {% endif %}
-{% if cookiecutter.save_best_model %}
+{% if flags.save_best %}
     save_best = Checkpoint(
         {"model": model},
         DiskSaver(run_dir, require_empty=False),
         filename_prefix="best",
-        score_function=Checkpoint.get_default_score_fn("accuracy"),
-        score_name="accuracy",
+        score_function=Checkpoint.get_default_score_fn("{{ flags.eval_metric }}"),
+        score_name="{{ flags.eval_metric }}",
         n_saved=config.n_saved,
         global_step_transform=global_step_from_engine(trainer),
     )
     evaluator.add_event_handler(Events.COMPLETED, save_best)
 {% endif %}
-{% if cookiecutter.patience | int > 0 %}
+{% if flags.early_stopping %}
     stopper = EarlyStopping(
-        config.patience, score_function=lambda engine: engine.state.metrics["accuracy"], trainer=trainer
+        config.patience, score_function=lambda engine: engine.state.metrics["{{ flags.eval_metric }}"], trainer=trainer
     )
     evaluator.add_event_handler(Events.COMPLETED, stopper)
 {% endif %}
@@ -325,13 +351,22 @@ def resume_from(to_load: dict[str, Any], checkpoint_path: str | Path, logger: lo
 
 
 def setup_tracking(
-    trainer: Engine, evaluator: Engine, optimizer: torch.optim.Optimizer, config: SimpleNamespace, run_dir: Path
+    trainer: Engine,
+{% if flags.eval_metric %}
+    evaluator: Engine,
+{% endif %}
+    optimizers: dict[str, torch.optim.Optimizer],
+    config: SimpleNamespace,
+    run_dir: Path,
 ) -> TensorboardLogger:
-    """Write the training loss, learning rate and eval metrics as TensorBoard events (rank 0)."""
+    """Write the training losses, the learning rates{{ " and the eval metrics" if flags.eval_metric }} as TensorBoard events (rank 0)."""
     tb_logger = TensorboardLogger(log_dir=run_dir / "tensorboard")
     every = Events.ITERATION_COMPLETED(every=config.log_every_iters)
-    tb_logger.attach_output_handler(trainer, event_name=every, tag="train", metric_names=["train_loss"])
-    tb_logger.attach_opt_params_handler(trainer, event_name=every, optimizer=optimizer)
+    # The losses read by setup_handlers' read_losses at the same interval: no extra device read.
+    tb_logger.attach_output_handler(trainer, event_name=every, tag="train", metric_names="all")
+    for name, optimizer in optimizers.items():
+        tb_logger.attach_opt_params_handler(trainer, event_name=every, optimizer=optimizer, tag=name)
+{% if flags.eval_metric %}
     tb_logger.attach_output_handler(
         evaluator,
         event_name=Events.COMPLETED,
@@ -339,6 +374,7 @@ def setup_tracking(
         metric_names="all",
         global_step_transform=global_step_from_engine(trainer),
     )
+{% endif %}
     return tb_logger
 {% endif %}
 {% if flags.xla %}
@@ -353,8 +389,8 @@ def setup_xla_metrics(trainer: Engine, run_dir: Path, logger: logging.Logger) ->
     """Count XLA compilations and device-to-host transfers per epoch; write ``xla_metrics.json``.
 
     A healthy XLA loop stops compiling after the first epoch or two and reads from the device only
-    at the logging interval. Training and evaluation are counted apart: attach this before the
-    evaluation handler, so that its epoch-end count runs first.
+    at the logging interval. Training and the work at each epoch end (evaluation, samples) are
+    counted apart: attach this before the epoch-end handlers, so that its epoch-end count runs first.
     """
     counts: dict[str, list[int]] = {
         "compilations_per_epoch": [],

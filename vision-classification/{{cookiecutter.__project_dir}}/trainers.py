@@ -8,13 +8,10 @@ import torch
 {% if flags.xla %}
 import torch_xla.core.xla_model as xm
 {% endif %}
-{% if cookiecutter.deterministic %}
-from ignite.engine import DeterministicEngine, Engine, Events
-{% else %}
-from ignite.engine import Engine, Events
-{% endif %}
+from ignite.engine import Engine
 from torch import nn
-from torch.utils.data.distributed import DistributedSampler
+
+from utils import training_engine
 
 
 def setup_trainer(
@@ -67,18 +64,7 @@ def setup_trainer(
         # Return the loss as a tensor: reading it (`.item()`) would wait for the device every step.
         return {"train_loss": loss.detach()}
 
-{% if cookiecutter.deterministic %}
-    # DeterministicEngine reseeds the data order per epoch, so a resumed run sees the same batches.
-    trainer = DeterministicEngine(train_step)
-{% else %}
-    trainer = Engine(train_step)
-{% endif %}
-    # A device loader wraps the DataLoader; the sampler is on the DataLoader.
-    sampler = getattr(getattr(train_loader, "_loader", train_loader), "sampler", None)
-    if isinstance(sampler, DistributedSampler):
-        # Each epoch gets its own shuffle, the same on every process.
-        trainer.add_event_handler(Events.EPOCH_STARTED, lambda engine: sampler.set_epoch(engine.state.epoch - 1))
-    return trainer
+    return training_engine(train_step, train_loader)
 
 
 def setup_evaluator(config: SimpleNamespace, model: nn.Module, device: torch.device) -> Engine:

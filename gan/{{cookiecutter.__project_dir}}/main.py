@@ -1,0 +1,129 @@
+{% import "flags.j2" as flags with context %}
+"""{{ cookiecutter.project_name }}: train a generative adversarial network (DCGAN) with PyTorch-Ignite."""
+
+from types import SimpleNamespace
+
+import ignite.distributed as idist
+import torch
+from ignite.engine import Engine, Events
+from ignite.utils import manual_seed
+from torch import nn, optim
+
+from data import setup_data
+from images import plot_losses, save_samples
+from models import Discriminator, Generator
+from trainers import setup_trainer
+from utils import (
+    cli,
+{% if flags.xla %}
+    device_loaders,
+{% endif %}
+    log_world,
+    resume_from,
+    setup_handlers,
+    setup_logging,
+    setup_run_dir,
+{% if cookiecutter.logger != "none" %}
+    setup_tracking,
+{% endif %}
+{% if flags.xla %}
+    setup_xla_metrics,
+{% endif %}
+)
+
+
+def run(local_rank: int, config: SimpleNamespace) -> None:
+    """Train the generator and the discriminator in one process (one of several in distributed training)."""
+    rank = idist.get_rank()
+    manual_seed(config.seed + rank)
+{% if cookiecutter.deterministic %}
+    # Reproducible cuDNN kernels; the trainer makes the data order and the noise reproducible.
+    torch.backends.cudnn.deterministic = True
+    torch.backends.cudnn.benchmark = False
+{% endif %}
+    run_dir = setup_run_dir(config)
+    logger = setup_logging(run_dir)
+    logger.info("Run directory: %s", run_dir)
+    log_world(config, logger)
+
+    train_loader = setup_data(config)
+{% if flags.xla %}
+    (train_loader,) = device_loaders(train_loader)
+{% endif %}
+    epoch_length = config.train_epoch_length or len(train_loader)
+
+    device = idist.device()
+    generator = idist.auto_model(Generator(config.z_dim, config.g_filters, config.channels, config.image_size))
+    discriminator = idist.auto_model(Discriminator(config.channels, config.d_filters, config.image_size))
+    # Adam with beta1 = 0.5 (instead of 0.9), as in the DCGAN paper: less momentum, steadier training.
+    betas = (config.beta1, 0.999)
+{% if flags.xla %}
+    # Plain optimizers on TPU: the trainer steps them with xm.optimizer_step, which also all-reduces
+    # the gradients (ignite 0.5.5's auto_optim fails on XLA).
+    optimizer_g = optim.Adam(generator.parameters(), lr=config.lr, betas=betas)
+    optimizer_d = optim.Adam(discriminator.parameters(), lr=config.lr, betas=betas)
+{% else %}
+    optimizer_g = idist.auto_optim(optim.Adam(generator.parameters(), lr=config.lr, betas=betas))
+    optimizer_d = idist.auto_optim(optim.Adam(discriminator.parameters(), lr=config.lr, betas=betas))
+{% endif %}
+    loss_fn = nn.BCEWithLogitsLoss()
+
+{% if flags.cuda_amp %}
+    # Mixed precision runs on CUDA only; the gradient scaler is part of the training state.
+    scaler = torch.amp.GradScaler("cuda", enabled=config.use_amp and device.type == "cuda")
+    trainer = setup_trainer(
+        config, generator, discriminator, optimizer_g, optimizer_d, loss_fn, device, train_loader, scaler
+    )
+{% else %}
+    trainer = setup_trainer(config, generator, discriminator, optimizer_g, optimizer_d, loss_fn, device, train_loader)
+{% endif %}
+    trainer.logger = logger
+{% if flags.xla %}
+    setup_xla_metrics(trainer, run_dir, logger)
+{% endif %}
+
+    networks = {"generator": generator, "discriminator": discriminator}
+{% if cookiecutter.save_training %}
+    to_save = {**networks, "optimizer_g": optimizer_g, "optimizer_d": optimizer_d, "trainer": trainer}
+{% if flags.cuda_amp %}
+    to_save["scaler"] = scaler
+{% endif %}
+{% endif %}
+    setup_handlers(trainer, config, run_dir{{ ", to_save=to_save" if cookiecutter.save_training }})
+{% if cookiecutter.logger != "none" %}
+    optimizers = {"generator": optimizer_g, "discriminator": optimizer_d}
+    tracker = setup_tracking(trainer, optimizers, config, run_dir) if rank == 0 else None
+{% endif %}
+
+    # The same noise at every epoch, in every process and after a resume (its own seeded generator):
+    # the grids show how the generator's images for fixed inputs change as it trains.
+    noise_rng = torch.Generator().manual_seed(config.seed)
+    fixed_noise = torch.randn(config.num_samples, config.z_dim, 1, 1, generator=noise_rng).to(device)
+    # (iteration, losses) at each logging interval: the values setup_handlers has just read.
+    history: list[tuple[int, dict[str, float]]] = []
+
+    @trainer.on(Events.ITERATION_COMPLETED(every=config.log_every_iters))
+    def record_losses(engine: Engine) -> None:
+        history.append((engine.state.iteration, dict(engine.state.metrics)))
+
+    @trainer.on(Events.EPOCH_COMPLETED)
+    def save_epoch_samples(engine: Engine) -> None:
+        save_samples(generator, fixed_noise, run_dir / "samples" / f"epoch_{engine.state.epoch:04d}.png")
+
+    @trainer.on(Events.EPOCH_COMPLETED | Events.COMPLETED)
+    def save_loss_plot(engine: Engine) -> None:
+        if rank == 0 and history:
+            plot_losses(history, run_dir / "losses.png")
+
+    if config.resume_from:
+        resume_from({{ "to_save" if cookiecutter.save_training else "networks" }}, config.resume_from, logger)
+
+    trainer.run(train_loader, max_epochs=config.max_epochs, epoch_length=epoch_length)
+{% if cookiecutter.logger != "none" %}
+    if tracker is not None:
+        tracker.close()
+{% endif %}
+
+
+if __name__ == "__main__":
+    cli(run)
