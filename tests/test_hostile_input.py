@@ -117,11 +117,12 @@ def test_unicode_name_works(tmp_path: Path) -> None:
     compiles_and_lints(project)
 
 
-def test_name_with_quotes_and_backslashes_works(tmp_path: Path) -> None:
-    name = 'Bob\'s "quoted" \\ model'
-    project = generate(tmp_path, {"project_name": name})
+@pytest.mark.parametrize("template", TEMPLATES)
+def test_name_with_quotes_and_backslashes_works(tmp_path: Path, template: str) -> None:
+    name = 'Bob\'s """quoted""" \\ model'
+    project = generate(tmp_path, {"project_name": name}, template)
     assert project.name == "bob_s_quoted_model"
-    assert yaml.safe_load((project / "config.yaml").read_text())["dataset"] == "cifar10"
+    assert yaml.safe_load((project / "config.yaml").read_text())["dataset"]
     compiles_and_lints(project)
 
 

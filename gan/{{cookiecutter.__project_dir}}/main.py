@@ -1,5 +1,5 @@
 {% import "flags.j2" as flags with context %}
-"""{{ cookiecutter.project_name }}: train a generative adversarial network (DCGAN) with PyTorch-Ignite."""
+"""Train a generative adversarial network (DCGAN) with PyTorch-Ignite: read this file top to bottom."""
 
 from types import SimpleNamespace
 
