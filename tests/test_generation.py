@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from helpers import OPTIONS, TEMPLATES, pairwise, resolved_launcher, valid
+from helpers import DATASETS, OPTIONS, TEMPLATES, pairwise, resolved_launcher, valid
 
 COMBOS = [valid(combo) for combo in pairwise(OPTIONS)]
 LEFTOVER = re.compile(r"\{\{|\{%|%\}|\}\}|cookiecutter\.")
@@ -60,7 +60,7 @@ def test_generated_project_is_clean(bake, template: str, combo: dict) -> None:
     assert fmt.returncode == 0, f"ruff format would change files:\n{fmt.stdout}{fmt.stderr}"
 
     config = yaml.safe_load((project / "config.yaml").read_text())
-    assert config["dataset"] in {"cifar10"}
+    assert config["dataset"] == DATASETS[template]
     xla = combo["backend"] == "xla-tpu"
     assert config["backend"] == (None if resolved_launcher(combo) == "none" else combo["backend"])
     assert config["output_dir"] == "./logs"
@@ -75,8 +75,14 @@ def test_generated_project_is_clean(bake, template: str, combo: dict) -> None:
     assert ("tensorboard" in requirements) == (combo["logger"] == "tensorboard")
     assert ("fire" in requirements) == (combo["argparser"] == "fire")
     assert ("hydra-core" in requirements) == (combo["argparser"] == "hydra")
+    assert ("torchvision" in requirements) == (template == "vision-classification")
+    if template == "text-classification":
+        assert "transformers" in requirements and "datasets" in requirements
+        for key in ("model", "max_length", "dropout", "classifier_hidden", "weight_decay", "warmup_ratio"):
+            assert key in config, f"config.yaml lacks {key}"
     if xla:
         assert "torch_xla[tpu]==2.9.0" in requirements and "torch==2.9.0" in requirements
+        assert ("torchvision==0.24.0" in requirements) == (template == "vision-classification")
         assert config["nproc_per_node"] == 8
         assert "xla_compat.py" in names and "## Training on a TPU" in (project / "README.md").read_text()
     else:
