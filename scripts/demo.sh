@@ -1,12 +1,14 @@
 #!/usr/bin/env bash
-# The demo, from a fresh clone: generate the default vision-classification project into demo/ and
-# train it briefly, offline, on synthetic data (about a minute on 2 CPU cores).
+# The demo, from a fresh clone: generate a template's default project into demo/ and train it
+# briefly, offline, on synthetic data (about a minute on 2 CPU cores). The template is
+# vision-classification unless named: `bash scripts/demo.sh text-classification`.
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+template="${1:-vision-classification}"
 venv="$(bash "$root/scripts/env.sh")"
 rm -rf "$root/demo"
-"$venv/bin/cookiecutter" "$root" --directory vision-classification --no-input --output-dir "$root/demo"
-project="$root/demo/vision_classification"
+"$venv/bin/cookiecutter" "$root" --directory "$template" --no-input --output-dir "$root/demo"
+project="$root/demo/${template//-/_}"
 cd "$project"
 # What a user edits in config.yaml for a quick offline run.
 "$venv/bin/python" - <<'PY'
