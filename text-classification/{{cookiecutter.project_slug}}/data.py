@@ -56,10 +56,12 @@ def get_datasets(config: SimpleNamespace, tokenizer: PreTrainedTokenizerBase) ->
     else:
         raise ValueError(f"dataset={config.dataset!r} is not supported: use 'imdb' or 'synthetic'")
 
+    max_length = config.max_length  # not the whole config: datasets caches the result by what `tokenize` uses
+
     def tokenize(batch: dict[str, list]) -> dict[str, list]:
         # Every text is padded or truncated to max_length: one shape for every batch, so XLA
         # compiles the training step once.
-        return tokenizer(batch["text"], padding="max_length", truncation=True, max_length=config.max_length)
+        return tokenizer(batch["text"], padding="max_length", truncation=True, max_length=max_length)
 
     columns = ["input_ids", "attention_mask", "label"]
     train = train.map(tokenize, batched=True).with_format("torch", columns)
