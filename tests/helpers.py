@@ -12,7 +12,9 @@ from pathlib import Path
 import yaml
 
 REPO = Path(__file__).resolve().parents[1]
-TEMPLATES = ["vision-classification", "gan"]
+TEMPLATES = ["vision-classification", "text-classification", "gan"]
+# The real dataset each template's config.yaml starts with (tests switch them to "synthetic").
+DATASETS = {"vision-classification": "cifar10", "text-classification": "imdb", "gan": "cifar10"}
 PYTHON = sys.executable
 # The TPU environment: torch_xla layered on the base venv (scripts/env.sh makes both).
 XLA_PYTHON = os.environ.get("IGNITE_TEMPLATES_XLA_PYTHON", str(REPO / ".venv-xla" / "bin" / "python"))
@@ -133,7 +135,8 @@ def make_offline(project: Path, **overrides) -> dict:
 
 def run_cmd(cmd: list[str], cwd: Path, timeout: int = 300, env: dict | None = None) -> subprocess.CompletedProcess:
     """Run a command in a generated project; fail the test with its output if it fails."""
-    full_env = {**os.environ, "PYTHONUNBUFFERED": "1", **(env or {})}
+    # Tests never reach the network: Hugging Face libraries fail at once instead of downloading.
+    full_env = {**os.environ, "PYTHONUNBUFFERED": "1", "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1", **(env or {})}
     proc = subprocess.run(cmd, cwd=cwd, capture_output=True, text=True, timeout=timeout, env=full_env)
     assert proc.returncode == 0, (
         f"`{' '.join(cmd)}` failed in {cwd} with exit code {proc.returncode}\n"

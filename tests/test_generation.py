@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from helpers import TEMPLATES, pairwise, resolved_launcher, template_context, template_options, valid
+from helpers import DATASETS, TEMPLATES, pairwise, resolved_launcher, template_context, template_options, valid
 
 # Each template's own options, combined pairwise: (template, answers).
 BAKES = [(template, valid(combo)) for template in TEMPLATES for combo in pairwise(template_options(template))]
@@ -28,6 +28,9 @@ PROVIDED_BY = {
     "hydra": "hydra-core",
     "omegaconf": "hydra-core",
     "matplotlib": "matplotlib",
+    "transformers": "transformers",
+    "datasets": "datasets",
+    "tokenizers": "transformers",
     "pytest": None,
 }
 
@@ -91,7 +94,7 @@ def test_generated_project_is_clean(bake, template: str, combo: dict) -> None:
     assert fmt.returncode == 0, f"ruff format would change files:\n{fmt.stdout}{fmt.stderr}"
 
     config = yaml.safe_load((project / "config.yaml").read_text())
-    assert config["dataset"] in {"cifar10"}
+    assert config["dataset"] == DATASETS[template]
     xla = combo["backend"] == "xla-tpu"
     assert config["backend"] == (None if resolved_launcher(combo) == "none" else combo["backend"])
     assert config["output_dir"] == "./logs"
@@ -112,8 +115,14 @@ def test_generated_project_is_clean(bake, template: str, combo: dict) -> None:
     for module in third_party_imports(project):
         assert module in PROVIDED_BY, f"unknown import {module}: add it to PROVIDED_BY"
         assert PROVIDED_BY[module] is None or PROVIDED_BY[module] in requirements, f"no requirement installs {module}"
+    assert ("torchvision" in requirements) == (template != "text-classification")
+    if template == "text-classification":
+        assert "transformers" in requirements and "datasets" in requirements
+        for key in ("model", "max_length", "dropout", "classifier_hidden", "weight_decay", "warmup_ratio"):
+            assert key in config, f"config.yaml lacks {key}"
     if xla:
         assert "torch_xla[tpu]==2.9.0" in requirements and "torch==2.9.0" in requirements
+        assert ("torchvision==0.24.0" in requirements) == (template != "text-classification")
         assert config["nproc_per_node"] == 8
         assert "xla_compat.py" in names and "## Training on a TPU" in (project / "README.md").read_text()
     else:

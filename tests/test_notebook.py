@@ -2,6 +2,7 @@
 
 import ast
 import os
+import re
 import shutil
 import sys
 from pathlib import Path
@@ -41,12 +42,15 @@ def written_files(notebook) -> dict[str, str]:
 @pytest.mark.parametrize("template", TEMPLATES)
 @pytest.mark.parametrize("backend", BACKENDS)
 def test_notebook_is_valid_and_opens_on_the_backends_runtime(bake, template: str, backend: str) -> None:
-    notebook = read_notebook(bake(template, backend=backend))
+    project = bake(template, backend=backend)
+    notebook = read_notebook(project)
     accelerator, gpu_type = EXPECTED_RUNTIME[backend]
     assert notebook.metadata.get("accelerator") == accelerator
     assert notebook.metadata["colab"].get("gpuType") == gpu_type
     assert notebook.metadata["colab"]["provenance"] == []
     assert notebook.metadata["kernelspec"]["name"] == "python3"
+    runtime = {"xla-tpu": "TPU", "nccl": "GPU", "gloo": "CPU"}[backend]
+    assert re.search(rf"opens on a\s{runtime} runtime\)", (project / "README.md").read_text()), "the README names it"
 
 
 @pytest.mark.parametrize("template", TEMPLATES)

@@ -9,7 +9,7 @@ import sys
 
 import pytest
 import torch
-from helpers import PYTHON, make_offline, read_log, readme_train_command, run_cmd, run_dirs
+from helpers import PYTHON, TEMPLATES, make_offline, read_log, readme_train_command, run_cmd, run_dirs
 
 # Options chosen so that, across these runs, every runtime code path is exercised once.
 SINGLE_PROCESS = {
@@ -86,6 +86,34 @@ def test_resumed_run_ends_at_the_same_iteration_as_an_uninterrupted_one(bake) ->
         assert torch.allclose(resumed["model"][name].float(), weight.float(), atol=1e-5), f"{name} differs after resume"
 
 
+# The text template's own code (data, model, trainers, main) once per launcher: (answers, config overrides).
+# The shared code in utils.py is covered by the vision runs above.
+TEXT_RUNS = {
+    # The CUDA mixed-precision code (its scaler off on a CPU), DeterministicEngine, a hidden classifier layer.
+    "none": ({"argparser": "fire", "mixed_precision": True, "deterministic": True}, {"classifier_hidden": 16}),
+    # DistributedDataParallel, which fails if a parameter gets no gradient (the encoder's pooler is dropped).
+    "torchrun": ({"argparser": "argparse", "backend": "gloo", "nproc_per_node": "2", "master_port": "29553"}, {}),
+    "spawn": ({"argparser": "hydra", "backend": "gloo", "nproc_per_node": "2", "master_port": "29564"}, {}),
+}
+
+
+@pytest.mark.parametrize("launcher", list(TEXT_RUNS))
+def test_text_project_trains_with_each_launcher(bake, launcher: str) -> None:
+    answers, overrides = TEXT_RUNS[launcher]
+    project = bake("text-classification", launcher=launcher, **answers)
+    make_offline(project, **overrides)
+    argv, _ = readme_train_command(project)
+    proc = run_cmd(argv, cwd=project, timeout=600)
+    run_dir, log = check_run(project)
+    assert f"World size: {1 if launcher == 'none' else 2}" in log["text"]
+    assert "Traceback" not in proc.stderr
+    model = torch.load(run_dir / "training_checkpoint_6.pt", weights_only=False)["model"]
+    assert {name.split(".")[0] for name in model} == {"encoder", "classifier"}
+    assert not [name for name in model if "pooler" in name], "the encoder's unused pooler must be dropped"
+    if overrides.get("classifier_hidden"):
+        assert model["classifier.1.weight"].shape[0] == overrides["classifier_hidden"]
+
+
 def test_nccl_without_a_gpu_stops_with_advice(bake) -> None:
     if torch.cuda.is_available():
         pytest.skip("this machine has a GPU: nccl would run")
@@ -98,6 +126,7 @@ def test_nccl_without_a_gpu_stops_with_advice(bake) -> None:
     assert "nccl" in proc.stderr and "gloo" in proc.stderr, proc.stderr
 
 
-def test_generated_project_tests_pass(bake) -> None:
-    project = bake(include_test=True, logger="tensorboard", mixed_precision=True)
+@pytest.mark.parametrize("template", TEMPLATES)
+def test_generated_project_tests_pass(bake, template: str) -> None:
+    project = bake(template, include_test=True, logger="tensorboard", mixed_precision=True)
     run_cmd([PYTHON, "-m", "pytest", "-q", "-p", "no:cacheprovider"], cwd=project)

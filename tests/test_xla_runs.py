@@ -23,8 +23,16 @@ def xla_environment() -> None:
     assert Path(XLA_PYTHON).exists(), f"no TPU test environment at {XLA_PYTHON}: run `bash scripts/env.sh`"
 
 
-def test_xla_project_trains_3_epochs_and_stops_compiling(bake) -> None:
-    project = bake(backend="xla-tpu", save_best_model=False)
+# Answers per template. Text in bfloat16: padded to max_length, the transformer must compile once too.
+XLA_RUNS = {
+    "vision-classification": {"save_best_model": False},
+    "text-classification": {"save_best_model": False, "mixed_precision": True},
+}
+
+
+@pytest.mark.parametrize("template", list(XLA_RUNS))
+def test_xla_project_trains_3_epochs_and_stops_compiling(bake, template: str) -> None:
+    project = bake(template, backend="xla-tpu", **XLA_RUNS[template])
     make_offline(project, max_epochs=3, train_epoch_length=4, log_every_iters=2)
     argv, env = readme_train_command(project, python=XLA_PYTHON)
     assert env == {"PJRT_DEVICE": "TPU"}, "the README runs on the TPU"
@@ -49,7 +57,10 @@ def test_xla_project_trains_3_epochs_and_stops_compiling(bake) -> None:
     checkpoint = torch.load(run_dir / "training_checkpoint_12.pt", map_location="cpu", weights_only=False)
     assert checkpoint["trainer"]["iteration"] == 12
     assert all(t.device.type == "cpu" for t in checkpoint["model"].values())
-    resnet18(num_classes=10).load_state_dict(checkpoint["model"])
+    if template == "vision-classification":
+        resnet18(num_classes=10).load_state_dict(checkpoint["model"])
+    else:
+        assert {name.split(".")[0] for name in checkpoint["model"]} == {"encoder", "classifier"}
 
 
 def test_xla_project_own_tests_pass_with_bf16_and_fire(bake) -> None:

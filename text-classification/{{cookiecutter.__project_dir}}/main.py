@@ -1,0 +1,147 @@
+{% import "flags.j2" as flags with context %}
+"""Fine-tune a transformer for sentiment classification with PyTorch-Ignite: read this file top to bottom."""
+
+from types import SimpleNamespace
+
+import ignite.distributed as idist
+{% if cookiecutter.deterministic or flags.cuda_amp %}
+import torch
+{% endif %}
+from ignite.engine import Engine, Events
+from ignite.handlers import PiecewiseLinear
+from ignite.metrics import Accuracy, Loss
+from ignite.utils import manual_seed
+from torch import nn, optim
+
+from data import NUM_CLASSES, setup_data, setup_tokenizer
+from models import setup_model
+from trainers import setup_evaluator, setup_trainer
+from utils import (
+    cli,
+{% if flags.xla %}
+    device_loaders,
+{% endif %}
+    log_metrics,
+    log_world,
+    resume_from,
+    setup_handlers,
+    setup_logging,
+    setup_run_dir,
+{% if cookiecutter.logger != "none" %}
+    setup_tracking,
+{% endif %}
+{% if flags.xla %}
+    setup_xla_metrics,
+{% endif %}
+)
+
+
+def parameter_groups(model: nn.Module, weight_decay: float) -> list[dict]:
+    """Weight decay on the weight matrices only: biases and normalisation layers are left alone."""
+    parameters = [p for p in model.parameters() if p.requires_grad]
+    return [
+        {"params": [p for p in parameters if p.ndim > 1], "weight_decay": weight_decay},
+        {"params": [p for p in parameters if p.ndim <= 1], "weight_decay": 0.0},
+    ]
+
+
+def run(local_rank: int, config: SimpleNamespace) -> None:
+    """Train and evaluate in one process (one of several in distributed training)."""
+    rank = idist.get_rank()
+    manual_seed(config.seed + rank)
+{% if cookiecutter.deterministic %}
+    # Reproducible cuDNN kernels; the trainer makes the data order reproducible.
+    torch.backends.cudnn.deterministic = True
+    torch.backends.cudnn.benchmark = False
+{% endif %}
+    run_dir = setup_run_dir(config)
+    logger = setup_logging(run_dir)
+    logger.info("Run directory: %s", run_dir)
+    log_world(config, logger)
+
+    tokenizer = setup_tokenizer(config)
+    train_loader, eval_loader = setup_data(config, tokenizer)
+{% if flags.xla %}
+    train_loader, eval_loader = device_loaders(train_loader, eval_loader)
+{% endif %}
+    epoch_length = config.train_epoch_length or len(train_loader)
+
+    device = idist.device()
+    model = idist.auto_model(setup_model(config, vocab_size=len(tokenizer), num_classes=NUM_CLASSES))
+{% if flags.xla %}
+    # A plain optimizer on TPU: the trainer steps it with xm.optimizer_step, which also
+    # all-reduces the gradients (ignite 0.5.5's auto_optim fails on XLA).
+    optimizer = optim.AdamW(parameter_groups(model, config.weight_decay), lr=config.lr)
+{% else %}
+    optimizer = idist.auto_optim(optim.AdamW(parameter_groups(model, config.weight_decay), lr=config.lr))
+{% endif %}
+    loss_fn = nn.CrossEntropyLoss().to(device)
+    # Linear warm-up over the first `warmup_ratio` of the iterations, then linear decay to zero.
+    total = config.max_epochs * epoch_length
+    lr_scheduler = PiecewiseLinear(
+        optimizer,
+        "lr",
+        milestones_values=[(0, 0.0), (round(config.warmup_ratio * total), config.lr), (total, 0.0)],
+    )
+
+{% if flags.cuda_amp %}
+    # Mixed precision runs on CUDA only; the gradient scaler is part of the training state.
+    scaler = torch.amp.GradScaler("cuda", enabled=config.use_amp and device.type == "cuda")
+    trainer = setup_trainer(config, model, optimizer, loss_fn, device, train_loader, scaler)
+{% else %}
+    trainer = setup_trainer(config, model, optimizer, loss_fn, device, train_loader)
+{% endif %}
+    trainer.logger = logger
+    trainer.add_event_handler(Events.ITERATION_COMPLETED, lr_scheduler)
+{% if flags.xla %}
+    setup_xla_metrics(trainer, run_dir, logger)
+{% endif %}
+    evaluator = setup_evaluator(config, model, device)
+{% if flags.xla %}
+    # ignite metrics refuse an XLA device: they run on the CPU, fed by the evaluator.
+    Accuracy(device="cpu").attach(evaluator, "accuracy")
+    Loss(loss_fn, device="cpu").attach(evaluator, "loss")
+{% else %}
+    Accuracy(device=device).attach(evaluator, "accuracy")
+    Loss(loss_fn, device=device).attach(evaluator, "loss")
+{% endif %}
+
+    @trainer.on(Events.EPOCH_COMPLETED)
+    def evaluate(engine: Engine) -> None:
+        evaluator.run(eval_loader, epoch_length=config.eval_epoch_length)
+        log_metrics(logger, engine.state.epoch, "eval", evaluator.state.metrics)
+
+{% if cookiecutter.save_training %}
+    to_save = {"model": model, "optimizer": optimizer, "trainer": trainer, "lr_scheduler": lr_scheduler}
+{% if flags.cuda_amp %}
+    to_save["scaler"] = scaler
+{% endif %}
+{% endif %}
+    setup_handlers(
+        trainer,
+        evaluator,
+        config,
+        run_dir,
+{% if cookiecutter.save_training %}
+        to_save=to_save,
+{% endif %}
+{% if cookiecutter.save_best_model %}
+        model=model,
+{% endif %}
+    )
+{% if cookiecutter.logger != "none" %}
+    tracker = setup_tracking(trainer, evaluator, {"optimizer": optimizer}, config, run_dir) if rank == 0 else None
+{% endif %}
+
+    if config.resume_from:
+        resume_from({{ "to_save" if cookiecutter.save_training else '{"model": model}' }}, config.resume_from, logger)
+
+    trainer.run(train_loader, max_epochs=config.max_epochs, epoch_length=epoch_length)
+{% if cookiecutter.logger != "none" %}
+    if tracker is not None:
+        tracker.close()
+{% endif %}
+
+
+if __name__ == "__main__":
+    cli(run)

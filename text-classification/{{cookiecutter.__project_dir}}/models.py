@@ -1,0 +1,49 @@
+"""The network: a transformer encoder with a classifier on its first token."""
+
+from types import SimpleNamespace
+
+import ignite.distributed as idist
+import torch
+from torch import nn
+from transformers import AutoModel, BertConfig, BertModel, PreTrainedModel
+
+# A tiny BERT for synthetic data: the real code path, at a few seconds per epoch on a CPU.
+TINY_ENCODER = {"hidden_size": 32, "num_hidden_layers": 2, "num_attention_heads": 2, "intermediate_size": 64}
+
+
+class TextClassifier(nn.Module):
+    """An encoder and a classifier that reads the encoder's output at the first token ([CLS])."""
+
+    def __init__(self, encoder: PreTrainedModel, num_classes: int, dropout: float, hidden: int = 0) -> None:
+        super().__init__()
+        # The classifier replaces BERT's own pooler: left in place, it would be computed for nothing
+        # and, receiving no gradient, would stop DistributedDataParallel.
+        if getattr(encoder, "pooler", None) is not None:
+            encoder.pooler = None
+        self.encoder = encoder
+        width = encoder.config.hidden_size
+        layers: list[nn.Module] = [nn.Dropout(dropout)]
+        if hidden:
+            layers += [nn.Linear(width, hidden), nn.GELU(), nn.Dropout(dropout)]
+            width = hidden
+        self.classifier = nn.Sequential(*layers, nn.Linear(width, num_classes))
+
+    def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
+        # transformers uses a 4D additive mask as it is. From the usual 2D mask it would first check
+        # whether the batch has padding at all (`mask.all()`): a device-to-host read at every step,
+        # which stalls a TPU, and a second compiled graph for batches without padding.
+        bias = (1.0 - attention_mask[:, None, None, :].float()) * torch.finfo(torch.float32).min
+        hidden_states = self.encoder(input_ids=input_ids, attention_mask=bias).last_hidden_state
+        return self.classifier(hidden_states[:, 0])
+
+
+def setup_model(config: SimpleNamespace, vocab_size: int, num_classes: int = 2) -> TextClassifier:
+    """The pretrained encoder named by ``config.model`` (a tiny random one for synthetic data) and a new classifier."""
+    if config.dataset == "synthetic":
+        tiny = BertConfig(vocab_size=vocab_size, max_position_embeddings=config.max_length, **TINY_ENCODER)
+        encoder = BertModel(tiny)
+    else:
+        # The first process on each node downloads; the others wait, then read the cache.
+        with idist.one_rank_first(local=True):
+            encoder = AutoModel.from_pretrained(config.model)
+    return TextClassifier(encoder, num_classes, config.dropout, config.classifier_hidden)

@@ -1,0 +1,1 @@
+{% include "pytest/conftest.py" %}

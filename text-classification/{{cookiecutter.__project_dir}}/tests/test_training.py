@@ -1,0 +1,56 @@
+"""Fast checks of the data, the model and a short training run, on CPU with synthetic data (offline)."""
+
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+import torch
+from datasets import DatasetDict
+
+import data
+from data import NUM_CLASSES, get_datasets, setup_tokenizer, synthetic_reviews
+from main import run
+from models import setup_model
+
+
+def test_every_synthetic_review_is_padded_to_max_length(config: SimpleNamespace) -> None:
+    train, evaluation = get_datasets(config, setup_tokenizer(config))
+    everything = train[:]
+    # One shape for every batch (one XLA compilation), whatever the length of the texts.
+    assert everything["input_ids"].shape == everything["attention_mask"].shape == (len(train), config.max_length)
+    assert set(everything["label"].tolist()) == set(range(NUM_CLASSES))
+    assert len(evaluation) > 0
+
+
+def test_imdb_path_tokenizes_the_splits_it_loads(config: SimpleNamespace, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The IMDB code path, given a small stand-in for the download: tests never reach the network."""
+    splits = DatasetDict(train=synthetic_reviews(8, seed=0), test=synthetic_reviews(4, seed=1))
+    monkeypatch.setattr(data, "load_dataset", lambda path, **kwargs: splits)
+    imdb = SimpleNamespace(**{**vars(config), "dataset": "imdb"})
+    train, evaluation = get_datasets(imdb, setup_tokenizer(config))
+    assert (len(train), len(evaluation)) == (8, 4)
+    assert tuple(train[0]["input_ids"].shape) == (config.max_length,)
+
+
+def test_model_gives_one_logit_per_class_whatever_the_padding(config: SimpleNamespace) -> None:
+    tokenizer = setup_tokenizer(config)
+    model = setup_model(config, vocab_size=len(tokenizer), num_classes=NUM_CLASSES).eval()
+    short = tokenizer(["a good film"], padding="max_length", max_length=8, return_tensors="pt")
+    long = tokenizer(["a good film"], padding="max_length", max_length=16, return_tensors="pt")
+    with torch.no_grad():
+        logits = model(short["input_ids"], short["attention_mask"])
+        assert logits.shape == (1, NUM_CLASSES)
+        # Padding is masked out: more of it changes nothing.
+        torch.testing.assert_close(model(long["input_ids"], long["attention_mask"]), logits)
+
+
+def test_short_run_logs_metrics_and_saves_checkpoints(config: SimpleNamespace) -> None:
+    run(0, config)
+    (run_dir,) = Path(config.output_dir).iterdir()
+    log = (run_dir / "training.log").read_text()
+    assert "train_loss=" in log, log
+    assert "eval: accuracy=" in log, log
+    assert (run_dir / "config-lock.yaml").is_file()
+{% if cookiecutter.save_training or cookiecutter.save_best_model %}
+    assert list(run_dir.glob("*.pt")), "no checkpoint was written"
+{% endif %}
