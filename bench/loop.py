@@ -122,7 +122,37 @@ def gan_hand_written(config: SimpleNamespace, iterations: int) -> float:
     return iterations / (time.perf_counter() - start)
 
 
-HAND_WRITTEN = {"vision-classification": vision_hand_written, "gan": gan_hand_written}
+def text_hand_written(config: SimpleNamespace, iterations: int) -> float:
+    """The same encoder, batches, AdamW groups and loss: a plain PyTorch loop."""
+    import data
+    import main
+    import models
+
+    torch.manual_seed(config.seed)
+    tokenizer = data.setup_tokenizer(config)
+    loader, _ = data.setup_data(config, tokenizer)
+    model = models.setup_model(config, vocab_size=len(tokenizer), num_classes=data.NUM_CLASSES)
+    optimizer = torch.optim.AdamW(main.parameter_groups(model, config.weight_decay), lr=config.lr)
+    loss_fn = torch.nn.CrossEntropyLoss()
+    batches = iter(loader)
+    model.train()
+    for i in range(WARMUP + iterations):
+        if i == WARMUP:
+            start = time.perf_counter()
+        batch = next(batches)
+        loss = loss_fn(model(batch["input_ids"], batch["attention_mask"]), batch["label"])
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+    loss.item()
+    return iterations / (time.perf_counter() - start)
+
+
+HAND_WRITTEN = {
+    "vision-classification": vision_hand_written,
+    "text-classification": text_hand_written,
+    "gan": gan_hand_written,
+}
 
 
 def main() -> None:
