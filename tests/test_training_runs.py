@@ -5,6 +5,7 @@ check it: exit code, run directory, logged metrics and checkpoints.
 """
 
 import math
+import subprocess
 import sys
 
 import pytest
@@ -119,7 +120,7 @@ def test_nccl_without_a_gpu_stops_with_advice(bake) -> None:
         pytest.skip("this machine has a GPU: nccl would run")
     project = bake(argparser="argparse", launcher="none")
     make_offline(project)
-    proc = __import__("subprocess").run(
+    proc = subprocess.run(
         [sys.executable, "main.py", "config.yaml", "--backend", "nccl"], cwd=project, capture_output=True, text=True
     )
     assert proc.returncode != 0
