@@ -65,6 +65,12 @@ def generated(config: SimpleNamespace, iterations: int) -> float:
     return iterations / (marks["end"] - marks["start"])
 
 
+def endless(loader):
+    """Batches from the loader, epoch after epoch (as ignite restarts it when an epoch is longer)."""
+    while True:
+        yield from loader
+
+
 def vision_hand_written(config: SimpleNamespace, iterations: int) -> float:
     """The same model, data, loss, optimizer: a plain PyTorch loop."""
     import data
@@ -75,7 +81,7 @@ def vision_hand_written(config: SimpleNamespace, iterations: int) -> float:
     optimizer = torch.optim.Adam(model.parameters(), lr=config.lr)
     loss_fn = torch.nn.CrossEntropyLoss()
     loader, _ = data.setup_data(config)
-    batches = iter(loader)
+    batches = endless(loader)
     model.train()
     for i in range(WARMUP + iterations):
         if i == WARMUP:
@@ -101,7 +107,7 @@ def gan_hand_written(config: SimpleNamespace, iterations: int) -> float:
     optimizer_g = torch.optim.Adam(generator.parameters(), lr=config.lr, betas=betas)
     optimizer_d = torch.optim.Adam(discriminator.parameters(), lr=config.lr, betas=betas)
     loss_fn = torch.nn.BCEWithLogitsLoss()
-    batches = iter(data.setup_data(config))
+    batches = endless(data.setup_data(config))
 
     def loss(images: torch.Tensor, target: float) -> torch.Tensor:
         logits = discriminator(images)
@@ -134,7 +140,7 @@ def text_hand_written(config: SimpleNamespace, iterations: int) -> float:
     model = models.setup_model(config, vocab_size=len(tokenizer), num_classes=data.NUM_CLASSES)
     optimizer = torch.optim.AdamW(main.parameter_groups(model, config.weight_decay), lr=config.lr)
     loss_fn = torch.nn.CrossEntropyLoss()
-    batches = iter(loader)
+    batches = endless(loader)
     model.train()
     for i in range(WARMUP + iterations):
         if i == WARMUP:
