@@ -22,7 +22,7 @@ OPTIONS: dict[str, list] = {
     "argparser": ["argparse", "fire", "hydra"],
     "backend": ["nccl", "gloo", "xla-tpu"],
     "launcher": ["auto", "none", "torchrun", "spawn"],
-    "logger": ["none", "tensorboard"],
+    "logger": ["none", "clearml", "mlflow", "neptune", "polyaxon", "tensorboard", "visdom", "wandb"],
     "deterministic": [False, True],
     "mixed_precision": [False, True],
     "save_training": [True, False],
@@ -120,17 +120,25 @@ def run_cmd(cmd: list[str], cwd: Path, timeout: int = 300, env: dict | None = No
 
 def run_dirs(project: Path, output_dir: str = "./logs") -> list[Path]:
     """The run directories a project wrote, oldest first."""
-    return sorted((project / output_dir).iterdir())
+    return sorted(p for p in (project / output_dir).iterdir() if p.is_dir())
 
 
-def readme_train_command(project: Path, python: str = PYTHON) -> tuple[list[str], dict[str, str]]:
+def readme_block(project: Path, heading: str) -> str:
+    """The first ``bash`` block of a section of the project's README, e.g. ``"## Train"``."""
+    readme = (project / "README.md").read_text()
+    section = readme.split(f"\n{heading}\n", 1)[1]
+    return section.split("```bash\n", 1)[1].split("\n```", 1)[0].strip()
+
+
+def readme_train_command(
+    project: Path, python: str = PYTHON, heading: str = "## Train"
+) -> tuple[list[str], dict[str, str]]:
     """The training command exactly as the project's README gives it, bound to the given Python.
 
     Returns the argv and the environment variables the command sets (``PJRT_DEVICE=TPU python ...``).
+    ``heading`` picks another section's command, e.g. the offline run under ``## Experiment tracking``.
     """
-    readme = (project / "README.md").read_text()
-    section = readme.split("\n## Train\n", 1)[1]
-    command = section.split("```bash\n", 1)[1].split("\n```", 1)[0].strip()
+    command = readme_block(project, heading)
     argv = shlex.split(command)
     env = {}
     while "=" in argv[0]:

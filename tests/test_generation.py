@@ -11,6 +11,7 @@ import yaml
 from helpers import OPTIONS, TEMPLATES, pairwise, resolved_launcher, valid
 
 COMBOS = [valid(combo) for combo in pairwise(OPTIONS)]
+TRACKERS = [value for value in OPTIONS["logger"] if value != "none"]
 LEFTOVER = re.compile(r"\{\{|\{%|%\}|\}\}|cookiecutter\.")
 TEXT_SUFFIXES = {".py", ".md", ".txt", ".yaml", ".toml", ".cfg", ".ipynb", ""}
 
@@ -72,7 +73,8 @@ def test_generated_project_is_clean(bake, template: str, combo: dict) -> None:
     assert ("limit_sec" in config) == (int(combo["limit_sec"]) > 0)
 
     requirements = (project / "requirements.txt").read_text()
-    assert ("tensorboard" in requirements) == (combo["logger"] == "tensorboard")
+    for tracker in TRACKERS:  # the tracker's package (named like the option value), only when chosen
+        assert (f"\n{tracker}>=" in requirements) == (combo["logger"] == tracker), f"{tracker} in requirements.txt"
     assert ("fire" in requirements) == (combo["argparser"] == "fire")
     assert ("hydra-core" in requirements) == (combo["argparser"] == "hydra")
     if xla:
@@ -88,7 +90,9 @@ def test_generated_project_is_clean(bake, template: str, combo: dict) -> None:
 
     readme = (project / "README.md").read_text()
     assert ("## Tests" in readme) == combo["include_test"]
+    assert ("## Experiment tracking" in readme) == (combo["logger"] != "none")
     assert ("tensorboard --logdir" in readme) == (combo["logger"] == "tensorboard")
+    assert ("mlflow ui --backend-store-uri" in readme) == (combo["logger"] == "mlflow")
     if resolved_launcher(combo) == "torchrun":
         assert f"torchrun --nnodes={combo['nnodes']}" in readme or "torchrun --nproc_per_node=2" in readme
 

@@ -119,7 +119,7 @@ def run(local_rank: int, config: SimpleNamespace) -> None:
 {% endif %}
     )
 {% if cookiecutter.logger != "none" %}
-    tracker = setup_tracking(trainer, evaluator, optimizer, config, run_dir) if rank == 0 else None
+    tracker = setup_tracking(trainer, evaluator, {"optimizer": optimizer}, config, run_dir) if rank == 0 else None
 {% endif %}
 
     if config.resume_from:
