@@ -8,6 +8,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 import yaml
 
 REPO = Path(__file__).resolve().parents[1]
@@ -15,6 +16,8 @@ TEMPLATES = ["vision-classification"]
 PYTHON = sys.executable
 # The TPU environment: torch_xla layered on the base venv (scripts/env.sh makes both).
 XLA_PYTHON = os.environ.get("IGNITE_TEMPLATES_XLA_PYTHON", str(REPO / ".venv-xla" / "bin" / "python"))
+# The experiment trackers' packages (mlflow, wandb, ...), layered on the base venv the same way.
+TRACKERS_PYTHON = os.environ.get("IGNITE_TEMPLATES_TRACKERS_PYTHON", str(REPO / ".venv-trackers" / "bin" / "python"))
 
 # Every option a template offers, with the values the tests cover (all values of each choice, both
 # values of each switch, and "off" plus one setting for numbers that turn a feature on).
@@ -158,3 +161,38 @@ def read_log(run_dir: Path) -> dict:
     evals = [dict(re.findall(r"(\w+)=([0-9.]+)", line)) for line in log.splitlines() if " - eval: " in line]
     iterations = [int(v) for v in re.findall(r"iteration (\d+): train_loss", log)]
     return {"text": log, "losses": losses, "evals": evals, "iterations": iterations}
+
+
+def check_tracker_records(recorded: dict, run_dir: Path, config: dict, epochs: int = 2, iterations: int = 3) -> None:
+    """An experiment tracker holds the run (see tracker_records.py): its name, the config, and every value
+    training.log shows at the right steps (a make_offline run: loss logged every iteration).
+    """
+    log = read_log(run_dir)
+    series = recorded["series"]
+    assert recorded["name"] == run_dir.name, "the tracker's run is named after the run directory"
+
+    train = series.get("train/train_loss")
+    assert train, f"no train/train_loss among {sorted(series)}"
+    assert [step for step, _ in train] == log["iterations"] == list(range(1, epochs * iterations + 1))
+    # training.log shows 4 decimals; the tracker has the full value.
+    assert [value for _, value in train] == pytest.approx(log["losses"], abs=1e-4)
+
+    epoch_ends = [iterations * epoch for epoch in range(1, epochs + 1)]
+    for metric in ("accuracy", "loss"):
+        logged = series.get(f"eval/{metric}")
+        assert logged, f"no eval/{metric} among {sorted(series)}"
+        assert [step for step, _ in logged] == epoch_ends, f"eval/{metric} must be logged at each epoch's end"
+        expected = [float(line[metric]) for line in log["evals"]]
+        assert [value for _, value in logged] == pytest.approx(expected, abs=1e-4)
+
+    # The learning rate of the optimizer main.py names "optimizer": "optimizer/lr/group_0" in most trackers.
+    (lr_name,) = [name for name in series if name.startswith("optimizer/lr")]
+    learning_rates = series[lr_name]
+    assert [step for step, _ in learning_rates] == log["iterations"], "the learning rate of every logged iteration"
+    values = [value for _, value in learning_rates]
+    assert all(0.0 <= v <= config["lr"] * (1 + 1e-6) for v in values), values  # float32 in some trackers
+    assert len(set(values)) > 1, f"the learning-rate schedule must show in {lr_name}: {values}"
+
+    logged_config = recorded["config"]
+    for key in ("batch_size", "lr", "max_epochs", "model", "dataset"):
+        assert str(logged_config.get(key)) == str(config[key]), f"config {key}: {logged_config.get(key)!r}"
