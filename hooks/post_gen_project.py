@@ -67,13 +67,17 @@ def project_files(root: Path, notebook: Path) -> list[Path]:
     return sorted(p.relative_to(root) for p in root.rglob("*") if p.is_file() and p != notebook)
 
 
-def readme_parts(root: Path) -> tuple[str, str]:
-    """The README's opening paragraph and its training command: one source for both documents."""
+def readme_parts(root: Path) -> tuple[str, str, str]:
+    """The README's opening paragraph, install commands and training command: one source for both documents."""
     readme = (root / "README.md").read_text(encoding="utf-8")
     intro = readme.split("\n\n")[1].strip()
-    train = readme.split("\n## Train\n", 1)[1]
-    command = train.split("```bash\n", 1)[1].split("\n```", 1)[0].strip()
-    return intro, command
+    install, command = (_first_bash_block(readme, heading) for heading in ("## Install", "## Train"))
+    return intro, install, command
+
+
+def _first_bash_block(readme: str, heading: str) -> str:
+    section = readme.split(f"\n{heading}\n", 1)[1]
+    return section.split("```bash\n", 1)[1].split("\n```", 1)[0].strip()
 
 
 def _lines(text: str) -> list[str]:
@@ -90,7 +94,7 @@ def _cell(index: int, kind: str, text: str) -> dict:
 
 def build_notebook(ctx: dict, root: Path, name: str) -> dict:
     """The project as a notebook: description, runtime set-up, one cell per file, install, train."""
-    intro, command = readme_parts(root)
+    intro, install, command = readme_parts(root)
     files = project_files(root, root / name)
     options = ["argparser", "backend", "__launcher", "logger", "mixed_precision", "deterministic"]
     chosen = ", ".join(f"{key.strip('_')} `{ctx[key]}`" for key in options)
@@ -112,7 +116,8 @@ def build_notebook(ctx: dict, root: Path, name: str) -> dict:
         cells.append(("code", f"%%writefile {path.as_posix()}\n{text}"))
     cells += [
         ("markdown", "## Install the requirements"),
-        ("code", "%pip install -r requirements.txt"),
+        # pip commands run as %pip, which installs into the notebook's own environment.
+        ("code", "\n".join(f"%{line}" if line.startswith("pip ") else line for line in install.splitlines())),
         ("markdown", "## Train\n\nThe command the project's README gives."),
         ("code", f"%%bash\n{command}"),
     ]

@@ -3,6 +3,8 @@
 # - .venv: everything but torch_xla (GPU users' environment: where torch_xla is importable,
 #   pytorch-ignite 0.5.5 breaks gloo and nccl runs too).
 # - .venv-xla: torch_xla only, layered on .venv through a .pth file (no second 7 GB copy of torch).
+# - .venv-trackers: the experiment trackers' packages (mlflow, wandb, ...), layered on .venv the same
+#   way: they pin some of .venv's packages differently (polyaxon wants an older Jinja2).
 # Each venv is rebuilt only when its lock changes (the lock's hash is stored in the venv).
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -35,5 +37,24 @@ if [ "$want_xla" != "$have_xla" ] || ! "$xla/bin/python" -c "import torch_xla, i
     # torch_xla's own dependencies (absl-py, numpy, pyyaml, requests) are pinned in the base lock.
     "$xla/bin/python" -m pip install --quiet --no-deps -r "$xla_lock"
     echo "$want_xla" > "$xla/.lock-sha256"
+fi
+
+trackers="$root/.venv-trackers"
+trackers_lock="$root/requirements/trackers.txt"
+want_trackers="$(cat "$lock" "$trackers_lock" | sha256sum | cut -d' ' -f1)"
+have_trackers="$(cat "$trackers/.lock-sha256" 2>/dev/null || true)"
+if [ "$want_trackers" != "$have_trackers" ] \
+    || ! "$trackers/bin/python" -c "import clearml, mlflow, neptune, polyaxon, visdom, wandb, ignite" 2>/dev/null; then
+    echo "Creating the experiment-tracker test environment in $trackers (on top of $venv) ..." >&2
+    rm -rf "$trackers"
+    "$python" -m venv "$trackers"
+    base_site="$("$venv/bin/python" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')"
+    trackers_site="$("$trackers/bin/python" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')"
+    echo "$base_site" > "$trackers_site/_base_venv.pth"
+    # The build tools first: visdom is a source package built with them, without build isolation.
+    # shellcheck disable=SC2046
+    "$trackers/bin/python" -m pip install --quiet $(grep -E '^(setuptools|wheel)==' "$trackers_lock")
+    "$trackers/bin/python" -m pip install --quiet --no-deps --no-build-isolation -r "$trackers_lock"
+    echo "$want_trackers" > "$trackers/.lock-sha256"
 fi
 echo "$venv"

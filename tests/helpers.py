@@ -9,6 +9,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 import yaml
 
 REPO = Path(__file__).resolve().parents[1]
@@ -18,6 +19,8 @@ DATASETS = {"vision-classification": "cifar10", "text-classification": "imdb", "
 PYTHON = sys.executable
 # The TPU environment: torch_xla layered on the base venv (scripts/env.sh makes both).
 XLA_PYTHON = os.environ.get("IGNITE_TEMPLATES_XLA_PYTHON", str(REPO / ".venv-xla" / "bin" / "python"))
+# The experiment trackers' packages (mlflow, wandb, ...), layered on the base venv the same way.
+TRACKERS_PYTHON = os.environ.get("IGNITE_TEMPLATES_TRACKERS_PYTHON", str(REPO / ".venv-trackers" / "bin" / "python"))
 
 # Every option a template offers, with the values the tests cover (all values of each choice, both
 # values of each switch, and "off" plus one setting for numbers that turn a feature on).
@@ -25,7 +28,7 @@ OPTIONS: dict[str, list] = {
     "argparser": ["argparse", "fire", "hydra"],
     "backend": ["nccl", "gloo", "xla-tpu"],
     "launcher": ["auto", "none", "torchrun", "spawn"],
-    "logger": ["none", "tensorboard"],
+    "logger": ["none", "clearml", "mlflow", "neptune", "polyaxon", "tensorboard", "visdom", "wandb"],
     "deterministic": [False, True],
     "mixed_precision": [False, True],
     "save_training": [True, False],
@@ -147,17 +150,25 @@ def run_cmd(cmd: list[str], cwd: Path, timeout: int = 300, env: dict | None = No
 
 def run_dirs(project: Path, output_dir: str = "./logs") -> list[Path]:
     """The run directories a project wrote, oldest first."""
-    return sorted((project / output_dir).iterdir())
+    return sorted(p for p in (project / output_dir).iterdir() if p.is_dir())
 
 
-def readme_train_command(project: Path, python: str = PYTHON) -> tuple[list[str], dict[str, str]]:
+def readme_block(project: Path, heading: str) -> str:
+    """The first ``bash`` block of a section of the project's README, e.g. ``"## Train"``."""
+    readme = (project / "README.md").read_text()
+    section = readme.split(f"\n{heading}\n", 1)[1]
+    return section.split("```bash\n", 1)[1].split("\n```", 1)[0].strip()
+
+
+def readme_train_command(
+    project: Path, python: str = PYTHON, heading: str = "## Train"
+) -> tuple[list[str], dict[str, str]]:
     """The training command exactly as the project's README gives it, bound to the given Python.
 
     Returns the argv and the environment variables the command sets (``PJRT_DEVICE=TPU python ...``).
+    ``heading`` picks another section's command, e.g. the offline run under ``## Experiment tracking``.
     """
-    readme = (project / "README.md").read_text()
-    section = readme.split("\n## Train\n", 1)[1]
-    command = section.split("```bash\n", 1)[1].split("\n```", 1)[0].strip()
+    command = readme_block(project, heading)
     argv = shlex.split(command)
     env = {}
     while "=" in argv[0]:
@@ -187,3 +198,38 @@ def read_log(run_dir: Path) -> dict:
         "evals": evals,
         "iterations": [int(iteration) for iteration, _ in logged],
     }
+
+
+def check_tracker_records(recorded: dict, run_dir: Path, config: dict, epochs: int = 2, iterations: int = 3) -> None:
+    """An experiment tracker holds the run (see tracker_records.py): its name, the config, and every value
+    training.log shows at the right steps (a make_offline run: loss logged every iteration).
+    """
+    log = read_log(run_dir)
+    series = recorded["series"]
+    assert recorded["name"] == run_dir.name, "the tracker's run is named after the run directory"
+
+    train = series.get("train/train_loss")
+    assert train, f"no train/train_loss among {sorted(series)}"
+    assert [step for step, _ in train] == log["iterations"] == list(range(1, epochs * iterations + 1))
+    # training.log shows 4 decimals; the tracker has the full value.
+    assert [value for _, value in train] == pytest.approx(log["losses"], abs=1e-4)
+
+    epoch_ends = [iterations * epoch for epoch in range(1, epochs + 1)]
+    for metric in ("accuracy", "loss"):
+        logged = series.get(f"eval/{metric}")
+        assert logged, f"no eval/{metric} among {sorted(series)}"
+        assert [step for step, _ in logged] == epoch_ends, f"eval/{metric} must be logged at each epoch's end"
+        expected = [float(line[metric]) for line in log["evals"]]
+        assert [value for _, value in logged] == pytest.approx(expected, abs=1e-4)
+
+    # The learning rate of the optimizer main.py names "optimizer": "optimizer/lr/group_0" in most trackers.
+    (lr_name,) = [name for name in series if name.startswith("optimizer/lr")]
+    learning_rates = series[lr_name]
+    assert [step for step, _ in learning_rates] == log["iterations"], "the learning rate of every logged iteration"
+    values = [value for _, value in learning_rates]
+    assert all(0.0 <= v <= config["lr"] * (1 + 1e-6) for v in values), values  # float32 in some trackers
+    assert len(set(values)) > 1, f"the learning-rate schedule must show in {lr_name}: {values}"
+
+    logged_config = recorded["config"]
+    for key in ("batch_size", "lr", "max_epochs", "model", "dataset"):
+        assert str(logged_config.get(key)) == str(config[key]), f"config {key}: {logged_config.get(key)!r}"

@@ -13,6 +13,7 @@ from helpers import DATASETS, TEMPLATES, pairwise, resolved_launcher, template_c
 
 # Each template's own options, combined pairwise: (template, answers).
 BAKES = [(template, valid(combo)) for template in TEMPLATES for combo in pairwise(template_options(template))]
+TRACKERS = [value for value in template_options(TEMPLATES[0])["logger"] if value != "none"]
 LEFTOVER = re.compile(r"\{\{|\{%|%\}|\}\}|cookiecutter\.")
 TEXT_SUFFIXES = {".py", ".md", ".txt", ".yaml", ".toml", ".cfg", ".ipynb", ""}
 # Third-party modules a generated project imports -> the requirement that installs them (directly or
@@ -31,6 +32,8 @@ PROVIDED_BY = {
     "transformers": "transformers",
     "datasets": "datasets",
     "tokenizers": "transformers",
+    # Experiment trackers: the module is named like the option value and its package.
+    **{tracker: tracker for tracker in ("clearml", "mlflow", "neptune", "polyaxon", "tensorboard", "visdom", "wandb")},
     "pytest": None,
 }
 
@@ -109,7 +112,8 @@ def test_generated_project_is_clean(bake, template: str, combo: dict) -> None:
     assert ("limit_sec" in config) == (int(combo["limit_sec"]) > 0)
 
     requirements = (project / "requirements.txt").read_text()
-    assert ("tensorboard" in requirements) == (combo["logger"] == "tensorboard")
+    for tracker in TRACKERS:  # the tracker's package (named like the option value), only when chosen
+        assert (f"\n{tracker}>=" in requirements) == (combo["logger"] == tracker), f"{tracker} in requirements.txt"
     assert ("fire" in requirements) == (combo["argparser"] == "fire")
     assert ("hydra-core" in requirements) == (combo["argparser"] == "hydra")
     for module in third_party_imports(project):
@@ -134,7 +138,9 @@ def test_generated_project_is_clean(bake, template: str, combo: dict) -> None:
 
     readme = (project / "README.md").read_text()
     assert ("## Tests" in readme) == combo["include_test"]
+    assert ("## Experiment tracking" in readme) == (combo["logger"] != "none")
     assert ("tensorboard --logdir" in readme) == (combo["logger"] == "tensorboard")
+    assert ("mlflow ui --backend-store-uri" in readme) == (combo["logger"] == "mlflow")
     if resolved_launcher(combo) == "torchrun":
         assert f"torchrun --nnodes={combo['nnodes']}" in readme or "torchrun --nproc_per_node=2" in readme
 

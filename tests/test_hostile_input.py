@@ -5,7 +5,6 @@ One row per case. "works" rows bake and check that the value lands only where it
 no directory is left behind, inside the output directory or next to it.
 """
 
-import re
 import shlex
 import subprocess
 import sys
@@ -15,7 +14,7 @@ import pytest
 import yaml
 from cookiecutter.exceptions import FailedHookException
 from cookiecutter.main import cookiecutter
-from helpers import REPO, TEMPLATES
+from helpers import REPO, TEMPLATES, readme_block
 
 # (case, answers, text the error must contain)
 REJECTED = [
@@ -134,10 +133,17 @@ def test_shell_syntax_in_the_name_never_reaches_a_shell(tmp_path: Path) -> None:
     compiles_and_lints(project)
 
 
+# The trackers' viewer commands in the README, and the words they must split into.
+VIEWERS = {
+    "tensorboard": lambda output_dir: ["tensorboard", "--logdir", output_dir],
+    "mlflow": lambda output_dir: ["mlflow", "ui", "--backend-store-uri", f"sqlite:///{output_dir}/mlflow.db"],
+}
+
+
+@pytest.mark.parametrize("logger", sorted(VIEWERS))
 @pytest.mark.parametrize("output_dir", ["./my runs", "./it's runs", "./$(id) runs"])
-def test_output_dir_with_spaces_and_quotes_is_quoted_in_commands(tmp_path: Path, output_dir: str) -> None:
-    project = generate(tmp_path, {"output_dir": output_dir, "logger": "tensorboard"})
+def test_output_dir_with_spaces_and_quotes_is_quoted_in_commands(tmp_path: Path, output_dir: str, logger: str) -> None:
+    project = generate(tmp_path, {"output_dir": output_dir, "logger": logger})
     assert yaml.safe_load((project / "config.yaml").read_text())["output_dir"] == output_dir
-    readme = (project / "README.md").read_text()
-    command = re.search(r"`(tensorboard --logdir [^`]*)`", readme)[1]
-    assert shlex.split(command) == ["tensorboard", "--logdir", output_dir], command
+    command = readme_block(project, "## Experiment tracking")
+    assert shlex.split(command) == VIEWERS[logger](output_dir), command

@@ -82,6 +82,15 @@ def test_notebook_cells_write_every_file_byte_for_byte(bake, template: str, back
     assert sources[-1] == f"%%bash\n{command}", "the training cell must be the README's command"
 
 
+def test_install_cell_runs_the_readme_install_commands(bake) -> None:
+    """visdom needs an older setuptools to build: the README says so, and the notebook installs the same way."""
+    project = bake(logger="visdom")
+    install = [cell.source for cell in read_notebook(project).cells][-3]
+    readme = (project / "README.md").read_text()
+    assert 'pip install "setuptools<81"\npip install --no-build-isolation -r requirements.txt' in readme
+    assert install == '%pip install "setuptools<81"\n%pip install --no-build-isolation -r requirements.txt'
+
+
 def test_same_answers_give_a_byte_identical_project(bake) -> None:
     answers = {"backend": "xla-tpu", "argparser": "fire", "logger": "tensorboard"}
     first, second = bake(**answers), bake(**answers)

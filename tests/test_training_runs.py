@@ -5,12 +5,24 @@ check it: exit code, run directory, logged metrics and checkpoints.
 """
 
 import math
+import shlex
 import subprocess
 import sys
 
 import pytest
 import torch
-from helpers import PYTHON, TEMPLATES, make_offline, read_log, readme_train_command, run_cmd, run_dirs
+import tracker_records
+from helpers import (
+    PYTHON,
+    TEMPLATES,
+    check_tracker_records,
+    make_offline,
+    read_log,
+    readme_block,
+    readme_train_command,
+    run_cmd,
+    run_dirs,
+)
 
 # Options chosen so that, across these runs, every runtime code path is exercised once.
 SINGLE_PROCESS = {
@@ -37,7 +49,7 @@ def check_run(project, epochs: int = 2, iterations_per_epoch: int = 3, output_di
 def test_single_process_run_trains_and_evaluates(bake, argparser: str) -> None:
     options = SINGLE_PROCESS[argparser]
     project = bake(argparser=argparser, launcher="none", **options)
-    make_offline(project)
+    config = make_offline(project)
     argv, env = readme_train_command(project)
     assert not env
     run_cmd(argv, cwd=project)
@@ -47,7 +59,9 @@ def test_single_process_run_trains_and_evaluates(bake, argparser: str) -> None:
     else:
         assert not list(run_dir.glob("*.pt")), "no checkpoint was asked for"
     if options.get("logger") == "tensorboard":
-        assert list((run_dir / "tensorboard").glob("events.out.tfevents.*")), "no TensorBoard events"
+        # What TensorBoard shows: the loss, learning rate, eval metrics and config (see tracker_records.py).
+        check_tracker_records(tracker_records.tensorboard(str(run_dir / "tensorboard")), run_dir, config)
+        assert shlex.split(readme_block(project, "## Experiment tracking")) == ["tensorboard", "--logdir", "./my runs"]
 
 
 @pytest.mark.parametrize("launcher,port", [("torchrun", 29531), ("spawn", 29542)])

@@ -1,10 +1,16 @@
 {% import "flags.j2" as flags with context %}
 """Configuration, launch, logging and checkpointing helpers shared by the training scripts."""
 
+{% if cookiecutter.logger == "visdom" %}
+import html
+{% endif %}
 {% if flags.xla %}
 import json
 {% endif %}
 import logging
+{% if cookiecutter.logger == "mlflow" %}
+import os
+{% endif %}
 {% if cookiecutter.argparser == "argparse" %}
 from argparse import ArgumentParser
 {% endif %}
@@ -50,14 +56,17 @@ from ignite.handlers import (
 {% if cookiecutter.timer %}
     Timer,
 {% endif %}
-{% if flags.save_best or (flags.eval_metric and cookiecutter.logger == "tensorboard") %}
+{% if flags.save_best or (flags.eval_metric and cookiecutter.logger != "none") %}
     global_step_from_engine,
 {% endif %}
 )
-{% if cookiecutter.logger == "tensorboard" %}
-from ignite.handlers.tensorboard_logger import TensorboardLogger
+{% if cookiecutter.logger != "none" %}
+from ignite.handlers.{{ flags.tracker_module }} import {{ flags.tracker_class }}
 {% endif %}
 from ignite.utils import setup_logger
+{% if cookiecutter.logger == "neptune" %}
+from neptune.utils import stringify_unsupported
+{% endif %}
 {% if cookiecutter.argparser == "hydra" %}
 from omegaconf import DictConfig, OmegaConf
 {% endif %}
@@ -347,7 +356,21 @@ def resume_from(to_load: dict[str, Any], checkpoint_path: str | Path, logger: lo
     checkpoint = torch.load(path, map_location="cpu", weights_only=False)
     Checkpoint.load_objects(to_load=to_load, checkpoint=checkpoint)
     logger.info("Resumed from %s", path)
-{% if cookiecutter.logger == "tensorboard" %}
+{% if cookiecutter.logger == "visdom" %}
+
+
+class PersistentVisdomLogger(VisdomLogger):
+    """A VisdomLogger whose ``close()`` leaves the plots on the server, saved with their last points.
+
+    ignite 0.5.5's ``close()`` calls ``Visdom.close()``, which closes every window of the environment,
+    and the environment was last saved while the final plot updates could still be on their way.
+    """
+
+    def close(self) -> None:
+        self.executor.shutdown()  # waits for the plot updates still being sent
+        self.vis.save([self.vis.env])
+{% endif %}
+{% if cookiecutter.logger != "none" %}
 
 
 def setup_tracking(
@@ -358,24 +381,76 @@ def setup_tracking(
     optimizers: dict[str, torch.optim.Optimizer],
     config: SimpleNamespace,
     run_dir: Path,
-) -> TensorboardLogger:
-    """Write the training losses, the learning rates{{ " and the eval metrics" if flags.eval_metric }} as TensorBoard events (rank 0)."""
-    tb_logger = TensorboardLogger(log_dir=run_dir / "tensorboard")
-    every = Events.ITERATION_COMPLETED(every=config.log_every_iters)
-    # The losses read by setup_handlers' read_losses at the same interval: no extra device read.
-    tb_logger.attach_output_handler(trainer, event_name=every, tag="train", metric_names="all")
+) -> {{ flags.tracker_class }}:
+    """Send the config, training losses, learning rates{{ " and eval metrics" if flags.eval_metric }} to {{ flags.tracker_name }} (call on rank 0).
+
+    Every curve is plotted against the training iteration: the trainer's metrics (the losses that
+    ``setup_handlers`` reads) and each optimizer's learning rate every ``log_every_iters``
+    iterations, the eval metrics at the end of each epoch. The run is named after the run directory.
+    """
+{% if cookiecutter.logger == "clearml" %}
+    # Credentials come from `clearml-init` (~/clearml.conf) or the CLEARML_API_* variables;
+    # CLEARML_OFFLINE_MODE=1 records the run on this machine instead.
+    tracker = ClearMLLogger(
+        project_name={{ cookiecutter.project_slug | tojson }},
+        task_name=run_dir.name,
+    )
+    tracker.get_task().connect(vars(config), name="config")
+{% elif cookiecutter.logger == "mlflow" %}
+    # MLFLOW_TRACKING_URI names a tracking server; without it, runs go to an SQLite file in output_dir.
+    local_store = f"sqlite:///{(Path(config.output_dir) / 'mlflow.db').resolve().as_posix()}"
+    tracker = MLflowLogger(tracking_uri=os.environ.get("MLFLOW_TRACKING_URI", local_store))
+    tracker.set_tag("mlflow.runName", run_dir.name)
+    tracker.log_params(vars(config))
+{% elif cookiecutter.logger == "neptune" %}
+    # NEPTUNE_API_TOKEN and NEPTUNE_PROJECT say where the run goes; NEPTUNE_MODE=offline keeps it on this machine.
+    tracker = NeptuneLogger(name=run_dir.name)
+    tracker["config"] = stringify_unsupported(vars(config))
+{% elif cookiecutter.logger == "polyaxon" %}
+    # Inside a Polyaxon job the run is Polyaxon's; elsewhere POLYAXON_HOST names the server, or
+    # POLYAXON_IS_OFFLINE=true records the run under POLYAXON_OFFLINE_ROOT.
+    tracker = PolyaxonLogger(
+        project={{ cookiecutter.project_slug | tojson }},
+        name=run_dir.name,
+    )
+    tracker.log_inputs(**vars(config))
+{% elif cookiecutter.logger == "tensorboard" %}
+    tracker = TensorboardLogger(log_dir=run_dir / "tensorboard")
+    tracker.writer.add_text("config", f"```yaml\n{yaml.safe_dump(vars(config), sort_keys=False)}```")
+{% elif cookiecutter.logger == "visdom" %}
+    # Needs a running server: `python -m visdom.server`, or VISDOM_SERVER_URL and VISDOM_PORT.
+    tracker = PersistentVisdomLogger(env=run_dir.name)
+    config_text = html.escape(yaml.safe_dump(vars(config), sort_keys=False))
+    tracker.vis.text(f"<pre>{config_text}</pre>", win="config", opts={"title": "config"})
+{% elif cookiecutter.logger == "wandb" %}
+    # `wandb login` (or WANDB_API_KEY) once; WANDB_MODE=offline keeps the run here for `wandb sync`.
+    tracker = WandBLogger(
+        project={{ cookiecutter.project_slug | tojson }},
+        name=run_dir.name,
+        config=vars(config),
+        dir=run_dir,
+    )
+{% endif %}
+    every = config.log_every_iters
+    tracker.attach_output_handler(
+        trainer, event_name=Events.ITERATION_COMPLETED(every=every), tag="train", metric_names="all"
+    )
     for name, optimizer in optimizers.items():
-        tb_logger.attach_opt_params_handler(trainer, event_name=every, optimizer=optimizer, tag=name)
+        # At the iteration's start: the learning rate that iteration trains with.
+        tracker.attach_opt_params_handler(
+            trainer, event_name=Events.ITERATION_STARTED(every=every), optimizer=optimizer, tag=name
+        )
 {% if flags.eval_metric %}
-    tb_logger.attach_output_handler(
+    # At the trainer's iteration too, not its epoch: W&B refuses a step below one already logged.
+    tracker.attach_output_handler(
         evaluator,
         event_name=Events.COMPLETED,
         tag="eval",
         metric_names="all",
-        global_step_transform=global_step_from_engine(trainer),
+        global_step_transform=global_step_from_engine(trainer, Events.ITERATION_COMPLETED),
     )
 {% endif %}
-    return tb_logger
+    return tracker
 {% endif %}
 {% if flags.xla %}
 

@@ -92,7 +92,8 @@ def run(local_rank: int, config: SimpleNamespace) -> None:
     trainer = setup_trainer(config, model, optimizer, loss_fn, device, train_loader)
 {% endif %}
     trainer.logger = logger
-    trainer.add_event_handler(Events.ITERATION_COMPLETED, lr_scheduler)
+    # At the iteration's start, so that each iteration trains with the scheduled learning rate.
+    trainer.add_event_handler(Events.ITERATION_STARTED, lr_scheduler)
 {% if flags.xla %}
     setup_xla_metrics(trainer, run_dir, logger)
 {% endif %}

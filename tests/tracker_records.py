@@ -1,0 +1,158 @@
+"""What an experiment tracker recorded, read back from what it wrote.
+
+Each reader returns ``{"name": run name, "config": {key: value}, "series": {"tag/name": [[step, value], ...]}}``,
+with the series named as the tracker shows them (``train/train_loss``, ``eval/accuracy``, ``lr/group_0``, ...).
+It reads with the tracker's own client where one reads local data (MLflow), from the live server (Visdom), and
+from the tracker's documented files otherwise. The readers for MLflow and W&B need those packages: run them in the
+trackers venv as ``python tracker_records.py TRACKER WHERE``, which prints the JSON. The others use only the
+standard library and yaml (and tensorboard, which the base venv has).
+"""
+
+import html
+import json
+import re
+import struct
+import sys
+import urllib.request
+from pathlib import Path
+
+import yaml
+
+
+def one(paths: list) -> Path:
+    """The single match of a glob: each test writes exactly one run."""
+    assert len(paths) == 1, f"expected one run, found {paths}"
+    return Path(paths[0])
+
+
+def tensorboard(log_dir: str) -> dict:
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    events = EventAccumulator(log_dir, size_guidance={"scalars": 0, "tensors": 0})
+    events.Reload()
+    series = {tag: [[e.step, e.value] for e in events.Scalars(tag)] for tag in events.Tags()["scalars"]}
+    (text,) = events.Tensors("config/text_summary")
+    markdown = text.tensor_proto.string_val[0].decode()
+    config = yaml.safe_load(markdown.removeprefix("```yaml\n").removesuffix("```"))
+    return {"name": Path(log_dir).parent.name, "config": config, "series": series}
+
+
+def mlflow(tracking_uri: str) -> dict:
+    from mlflow.tracking import MlflowClient
+
+    client = MlflowClient(tracking_uri=tracking_uri)
+    (run,) = client.search_runs([e.experiment_id for e in client.search_experiments()])
+    # ignite's MLflow handlers join the parts of a name with spaces: "train train_loss", "optimizer lr group_0".
+    series = {
+        key.replace(" ", "/"): [[m.step, m.value] for m in client.get_metric_history(run.info.run_id, key)]
+        for key in run.data.metrics
+    }
+    return {"name": run.info.run_name, "config": run.data.params, "series": series}
+
+
+def wandb(run_dir: str) -> dict:
+    """The offline run's transaction log (``run-<id>.wandb``): records in W&B's LevelDB-style log format.
+
+    wandb 0.31 has no Python reader for it any more (its Go core writes and syncs it), so the format
+    is read here: a 7-byte header, then 32 KiB blocks of chunks (crc32, length, type), each record a
+    protobuf ``Record`` split over FULL or FIRST/MIDDLE.../LAST chunks.
+    """
+    from wandb.proto import wandb_internal_pb2
+
+    data = one(sorted(Path(run_dir).glob("wandb/offline-run-*/run-*.wandb"))).read_bytes()
+    ident, magic, _version = struct.unpack("<4sHB", data[:7])
+    assert (ident, magic) == (b":W&B", 0xBEE1), "not a W&B transaction log"
+    name, config, series = None, {}, {}
+    block, pos, parts = 32768, 7, []
+    while pos + 7 <= len(data):
+        if block - pos % block < 7:  # a block's tail too short for a chunk header is padding
+            pos += block - pos % block
+            continue
+        _crc, length, kind = struct.unpack("<IHB", data[pos : pos + 7])
+        if kind == 0:
+            break
+        parts.append(data[pos + 7 : pos + 7 + length])
+        pos += 7 + length
+        if kind not in (1, 4):  # FIRST or MIDDLE: the record continues
+            continue
+        record = wandb_internal_pb2.Record()
+        record.ParseFromString(b"".join(parts))
+        parts = []
+        which = record.WhichOneof("record_type")
+        if which == "run":
+            name = record.run.display_name
+            config.update({item.key: json.loads(item.value_json) for item in record.run.config.update})
+        elif which == "config":
+            config.update({item.key: json.loads(item.value_json) for item in record.config.update})
+        elif which == "history":
+            row = {item.key or "/".join(item.nested_key): json.loads(item.value_json) for item in record.history.item}
+            for key, value in row.items():
+                if not key.startswith("_"):
+                    series.setdefault(key, []).append([row["_step"], value])
+    config.pop("_wandb", None)
+    return {"name": name, "config": config, "series": series}
+
+
+def neptune(data_dir: str) -> dict:
+    """The offline run's operation log: ``.neptune/offline/run__*/data-*.log``, one JSON operation a line."""
+    run = one(sorted(Path(data_dir).glob("offline/run__*")))
+    name, config, series = None, {}, {}
+    for log in sorted(run.glob("data-*.log")):
+        for line in log.read_text().splitlines():
+            op = json.loads(line)["obj"]
+            path = op["path"]
+            if path == ["sys", "name"]:
+                name = op["value"]
+            elif path[0] == "config" and op["type"].startswith("Assign"):
+                config[path[1]] = op["value"]
+            elif op["type"] == "LogFloats" and path[0] != "monitoring":
+                series.setdefault("/".join(path), []).extend([v["step"], v["value"]] for v in op["values"])
+    return {"name": name, "config": config, "series": series}
+
+
+def clearml(offline_dir: str) -> dict:
+    """The offline session: ``task.json`` (name, hyperparameters) and ``metrics.jsonl`` (scalar reports)."""
+    session = one([p for p in Path(offline_dir).glob("offline-*") if p.is_dir()])
+    task = json.loads((session / "task.json").read_text())
+    config = {key: entry.get("value") for key, entry in task["hyperparams"]["config"].items()}
+    series = {}
+    for line in (session / "metrics.jsonl").read_text().splitlines():
+        for event in json.loads(line):
+            if event["type"] == "training_stats_scalar":
+                series.setdefault(f"{event['metric']}/{event['variant']}", []).append([event["iter"], event["value"]])
+    return {"name": task["name"], "config": config, "series": series}
+
+
+def polyaxon(offline_root: str) -> dict:
+    """The offline run: ``runs/<uuid>/run.plx.json`` and one ``step|timestamp|metric`` file per metric."""
+    run = one(sorted(Path(offline_root).glob("runs/*")))
+    meta = json.loads((run / "run.plx.json").read_text())
+    series = {}
+    for path in sorted((run / "events" / "metric").glob("*.plx")):
+        rows = [line.split("|") for line in path.read_text().splitlines()[1:]]
+        series[path.stem.replace("__", "/")] = [[int(step), float(value)] for step, _, value in rows]
+    return {"name": meta["name"], "config": meta["inputs"], "series": series}
+
+
+def visdom(env_url: str) -> dict:
+    """The windows of one environment, as the live server holds them: ``env_url`` is ``http://host:port/<env>``.
+
+    The same request as ``visdom.Visdom.get_window_data(env=...)`` (POST ``/win_data``).
+    """
+    server, env = env_url.rsplit("/", 1)
+    body = json.dumps({"eid": env, "win": None}).encode()
+    with urllib.request.urlopen(urllib.request.Request(f"{server}/win_data", data=body), timeout=30) as response:
+        windows = json.loads(response.read()).values()
+    config, series = None, {}
+    for window in windows:
+        if window["type"] == "text":
+            config = yaml.safe_load(html.unescape(re.fullmatch(r"<pre>(.*)</pre>", window["content"], re.S)[1]))
+        else:
+            (trace,) = window["content"]["data"]
+            series[window["title"]] = [[int(x), y] for x, y in zip(trace["x"], trace["y"], strict=True)]
+    return {"name": env, "config": config, "series": series}
+
+
+if __name__ == "__main__":
+    tracker, where = sys.argv[1:]
+    print(json.dumps(globals()[tracker](where)))
