@@ -34,17 +34,7 @@ from utils import (
 
 def run(local_rank: int, config: SimpleNamespace) -> None:
     """Train the generator and the discriminator in one process (one of several in distributed training)."""
-    rank = idist.get_rank()
-    manual_seed(config.seed + rank)
-{% if cookiecutter.deterministic %}
-    # Reproducible cuDNN kernels; the trainer makes the data order and the noise reproducible.
-    torch.backends.cudnn.deterministic = True
-    torch.backends.cudnn.benchmark = False
-{% endif %}
-    run_dir = setup_run_dir(config)
-    logger = setup_logging(run_dir)
-    logger.info("Run directory: %s", run_dir)
-    log_world(config, logger)
+{% include "main/run_setup.py" %}
 
     train_loader = setup_data(config)
 {% if flags.xla %}

@@ -47,17 +47,7 @@ def parameter_groups(model: nn.Module, weight_decay: float) -> list[dict]:
 
 def run(local_rank: int, config: SimpleNamespace) -> None:
     """Train and evaluate in one process (one of several in distributed training)."""
-    rank = idist.get_rank()
-    manual_seed(config.seed + rank)
-{% if cookiecutter.deterministic %}
-    # Reproducible cuDNN kernels; the trainer makes the data order reproducible.
-    torch.backends.cudnn.deterministic = True
-    torch.backends.cudnn.benchmark = False
-{% endif %}
-    run_dir = setup_run_dir(config)
-    logger = setup_logging(run_dir)
-    logger.info("Run directory: %s", run_dir)
-    log_world(config, logger)
+{% include "main/run_setup.py" %}
 
     tokenizer = setup_tokenizer(config)
     train_loader, eval_loader = setup_data(config, tokenizer)
@@ -84,64 +74,7 @@ def run(local_rank: int, config: SimpleNamespace) -> None:
         milestones_values=[(0, 0.0), (round(config.warmup_ratio * total), config.lr), (total, 0.0)],
     )
 
-{% if flags.cuda_amp %}
-    # Mixed precision runs on CUDA only; the gradient scaler is part of the training state.
-    scaler = torch.amp.GradScaler("cuda", enabled=config.use_amp and device.type == "cuda")
-    trainer = setup_trainer(config, model, optimizer, loss_fn, device, train_loader, scaler)
-{% else %}
-    trainer = setup_trainer(config, model, optimizer, loss_fn, device, train_loader)
-{% endif %}
-    trainer.logger = logger
-    # At the iteration's start, so that each iteration trains with the scheduled learning rate.
-    trainer.add_event_handler(Events.ITERATION_STARTED, lr_scheduler)
-{% if flags.xla %}
-    setup_xla_metrics(trainer, run_dir, logger)
-{% endif %}
-    evaluator = setup_evaluator(config, model, device)
-{% if flags.xla %}
-    # ignite metrics refuse an XLA device: they run on the CPU, fed by the evaluator.
-    Accuracy(device="cpu").attach(evaluator, "accuracy")
-    Loss(loss_fn, device="cpu").attach(evaluator, "loss")
-{% else %}
-    Accuracy(device=device).attach(evaluator, "accuracy")
-    Loss(loss_fn, device=device).attach(evaluator, "loss")
-{% endif %}
-
-    @trainer.on(Events.EPOCH_COMPLETED)
-    def evaluate(engine: Engine) -> None:
-        evaluator.run(eval_loader, epoch_length=config.eval_epoch_length)
-        log_metrics(logger, engine.state.epoch, "eval", evaluator.state.metrics)
-
-{% if cookiecutter.save_training %}
-    to_save = {"model": model, "optimizer": optimizer, "trainer": trainer, "lr_scheduler": lr_scheduler}
-{% if flags.cuda_amp %}
-    to_save["scaler"] = scaler
-{% endif %}
-{% endif %}
-    setup_handlers(
-        trainer,
-        evaluator,
-        config,
-        run_dir,
-{% if cookiecutter.save_training %}
-        to_save=to_save,
-{% endif %}
-{% if cookiecutter.save_best_model %}
-        model=model,
-{% endif %}
-    )
-{% if cookiecutter.logger != "none" %}
-    tracker = setup_tracking(trainer, evaluator, {"optimizer": optimizer}, config, run_dir) if rank == 0 else None
-{% endif %}
-
-    if config.resume_from:
-        resume_from({{ "to_save" if cookiecutter.save_training else '{"model": model}' }}, config.resume_from, logger)
-
-    trainer.run(train_loader, max_epochs=config.max_epochs, epoch_length=epoch_length)
-{% if cookiecutter.logger != "none" %}
-    if tracker is not None:
-        tracker.close()
-{% endif %}
+{% include "main/classifier_training.py" %}
 
 
 if __name__ == "__main__":
