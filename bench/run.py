@@ -76,6 +76,7 @@ def main() -> None:
     parser.add_argument("--xla-python", default=str(REPO / ".venv-xla" / "bin" / "python"))
     parser.add_argument("--quick", action="store_true", help="fewer iterations and repeats")
     parser.add_argument("--templates", nargs="*", default=list(TEMPLATES))
+    parser.add_argument("--parts", nargs="*", default=["loop", "xla", "bake"], choices=["loop", "xla", "bake"])
     args = parser.parse_args()
     iterations, repeats, epochs = (5, 1, 3) if args.quick else (30, 3, 3)
 
@@ -83,20 +84,30 @@ def main() -> None:
     print(f"Machine: {machine}")
     print(f"Command: bash scripts/bench.sh{' --quick' if args.quick else ''}\n")
 
+    if "loop" in args.parts:
+        loop_table(args.templates, iterations, repeats)
+    if "xla" in args.parts:
+        xla_table(args.templates, args.xla_python, epochs)
+    if "bake" in args.parts:
+        bake_table(args.templates, 3 if args.quick else 10)
+
+
+def loop_table(templates: list[str], iterations: int, repeats: int) -> None:
     print("| template | generated trainer (it/s) | hand-written loop (it/s) | overhead | target <= 10% |")
     print("| --- | --- | --- | --- | --- |")
-    for template in args.templates:
+    for template in templates:
         r = loop_overhead(template, sys.executable, iterations, repeats)
         overhead = r["hand_written"] / r["generated"] - 1
         ok = "yes" if overhead <= 0.10 else "NO"
         print(f"| {template} | {r['generated']:.2f} | {r['hand_written']:.2f} | {overhead:+.1%} | {ok} |")
+    print()
 
-    print(
-        "\n| template | loop | compilations per epoch | transfers per training iteration | log interval | target met |"
-    )
+
+def xla_table(templates: list[str], xla_python: str, epochs: int) -> None:
+    print("| template | loop | compilations per epoch | transfers per training iteration | log interval | target met |")
     print("| --- | --- | --- | --- | --- | --- |")
-    for template in args.templates:
-        r = xla_behaviour(template, args.xla_python, epochs)
+    for template in templates:
+        r = xla_behaviour(template, xla_python, epochs)
         for loop in ("generated", "naive"):
             m = r[loop]
             per_iter = [t / m["iterations_per_epoch"] for t in m["transfers_per_epoch"]]
@@ -106,10 +117,15 @@ def main() -> None:
             reads = ", ".join(f"{v:.2f}" for v in per_iter)
             print(f"| {template} | {loop} | {m['compilations_per_epoch']} | {reads} | {m['log_every_iters']} | {met} |")
 
-    print("\n| template | seconds to bake (median) |")
+    print()
+
+
+def bake_table(templates: list[str], repeats: int) -> None:
+    print("| template | seconds to bake (median) |")
     print("| --- | --- |")
-    for template in args.templates:
-        print(f"| {template} | {generation_seconds(template, 3 if args.quick else 10):.2f} |")
+    for template in templates:
+        print(f"| {template} | {generation_seconds(template, repeats):.2f} |")
+    print()
 
 
 if __name__ == "__main__":
