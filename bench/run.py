@@ -79,7 +79,7 @@ def main() -> None:
     parser.add_argument("--parts", nargs="*", default=["loop", "xla", "bake"], choices=["loop", "xla", "bake"])
     args = parser.parse_args()
     args.xla_python = os.path.abspath(args.xla_python)  # the scripts run inside baked projects
-    iterations, repeats, epochs = (5, 1, 3) if args.quick else (30, 3, 3)
+    iterations, repeats, epochs = (5, 1, 3) if args.quick else (50, 5, 3)
 
     machine = f"{platform.system()} {platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}"
     print(f"Machine: {machine}")
