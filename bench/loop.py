@@ -6,13 +6,17 @@ trainer runs with the handlers main.py attaches (progress bar, logging, checkpoi
 """
 
 import json
+import random
 import statistics
 import sys
 import tempfile
 import time
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from types import SimpleNamespace
+from typing import Any
 
+import numpy as np
 import torch
 import yaml
 
@@ -41,7 +45,12 @@ def load_config(iterations: int, output_dir: str) -> SimpleNamespace:
     return SimpleNamespace(**values)
 
 
-def generated(config: SimpleNamespace, iterations: int) -> float:
+def fingerprint(*modules: torch.nn.Module) -> float:
+    """A number that differs when the trained weights differ: shows both loops did the same work."""
+    return sum(p.detach().double().abs().sum().item() for m in modules for p in m.parameters())
+
+
+def generated(config: SimpleNamespace, iterations: int) -> tuple[float, float]:
     """Run main.run and time the training iterations after the warm-up."""
     import main
     from ignite.engine import Events
@@ -50,6 +59,7 @@ def generated(config: SimpleNamespace, iterations: int) -> float:
     build = getattr(main.setup_trainer, "original", main.setup_trainer)
 
     def timed_setup_trainer(*args, **kwargs):
+        marks["modules"] = [a for a in args if isinstance(a, torch.nn.Module) and list(a.parameters())]
         trainer = build(*args, **kwargs)
         trainer.add_event_handler(
             Events.ITERATION_COMPLETED(once=WARMUP), lambda _: marks.setdefault("start", time.perf_counter())
@@ -62,7 +72,23 @@ def generated(config: SimpleNamespace, iterations: int) -> float:
     timed_setup_trainer.original = build
     main.setup_trainer = timed_setup_trainer
     main.run(0, config)
-    return iterations / (marks["end"] - marks["start"])
+    return iterations / (marks["end"] - marks["start"]), fingerprint(*marks["modules"])
+
+
+def same_schedule(optimizer: torch.optim.Optimizer, milestones: list[tuple[int, float]]):
+    """The generated run's piecewise-linear LR schedule, as a hand-written loop would write it.
+
+    Part of "the same step": with it both loops end with the same weights, which main() checks.
+    """
+    steps, values = zip(*milestones, strict=True)
+    return torch.optim.lr_scheduler.LambdaLR(optimizer, lambda i: float(np.interp(i, steps, values)))
+
+
+def seed_everything(seed: int) -> None:
+    """What main.py's ignite.utils.manual_seed does, so both loops draw the same random numbers."""
+    random.seed(seed)
+    np.random.seed(seed)
+    torch.manual_seed(seed)
 
 
 def endless(loader):
@@ -71,43 +97,61 @@ def endless(loader):
         yield from loader
 
 
-def vision_hand_written(config: SimpleNamespace, iterations: int) -> float:
-    """The same model, data, loss, optimizer: a plain PyTorch loop."""
-    import data
-    import models
-
-    torch.manual_seed(config.seed)
-    model = models.setup_model(config.model)
-    optimizer = torch.optim.Adam(model.parameters(), lr=config.lr)
+def classifier_loop(
+    config: SimpleNamespace,
+    iterations: int,
+    model: torch.nn.Module,
+    optimizer: torch.optim.Optimizer,
+    loader: Iterable,
+    warmup_steps: int,
+    unpack: Callable[[Any], tuple[tuple[torch.Tensor, ...], torch.Tensor]],
+) -> tuple[float, float]:
+    """A plain PyTorch loop: forward, loss, backward, step, and main.py's LR schedule."""
     loss_fn = torch.nn.CrossEntropyLoss()
-    loader, _ = data.setup_data(config)
+    total = config.max_epochs * config.train_epoch_length
+    scheduler = same_schedule(optimizer, [(0, 0.0), (warmup_steps, 1.0), (total, 0.0)])
     batches = endless(loader)
     model.train()
     for i in range(WARMUP + iterations):
         if i == WARMUP:
             start = time.perf_counter()
-        x, y = next(batches)
-        loss = loss_fn(model(x), y)
+        inputs, targets = unpack(next(batches))
+        loss = loss_fn(model(*inputs), targets)
         optimizer.zero_grad()
         loss.backward()
         optimizer.step()
+        scheduler.step()
     loss.item()
-    return iterations / (time.perf_counter() - start)
+    return iterations / (time.perf_counter() - start), fingerprint(model)
 
 
-def gan_hand_written(config: SimpleNamespace, iterations: int) -> float:
+def vision_hand_written(config: SimpleNamespace, iterations: int) -> tuple[float, float]:
+    """The same ResNet, images, Adam and loss; main.py warms the learning rate up for one epoch."""
+    import data
+    import models
+
+    seed_everything(config.seed)
+    loader, _ = data.setup_data(config)
+    model = models.setup_model(config.model)
+    optimizer = torch.optim.Adam(model.parameters(), lr=config.lr)
+    return classifier_loop(
+        config, iterations, model, optimizer, loader, config.train_epoch_length, lambda b: ((b[0],), b[1])
+    )
+
+
+def gan_hand_written(config: SimpleNamespace, iterations: int) -> tuple[float, float]:
     """The same DCGAN step (discriminator on real then generated images, then generator), plainly."""
     import data
     import models
 
-    torch.manual_seed(config.seed)
+    seed_everything(config.seed)
+    batches = endless(data.setup_data(config))
     generator = models.Generator(config.z_dim, config.g_filters, config.channels, config.image_size)
     discriminator = models.Discriminator(config.channels, config.d_filters, config.image_size)
     betas = (config.beta1, 0.999)
     optimizer_g = torch.optim.Adam(generator.parameters(), lr=config.lr, betas=betas)
     optimizer_d = torch.optim.Adam(discriminator.parameters(), lr=config.lr, betas=betas)
     loss_fn = torch.nn.BCEWithLogitsLoss()
-    batches = endless(data.setup_data(config))
 
     def loss(images: torch.Tensor, target: float) -> torch.Tensor:
         logits = discriminator(images)
@@ -125,33 +169,30 @@ def gan_hand_written(config: SimpleNamespace, iterations: int) -> float:
         optimizer_g.zero_grad()
         loss(fake, 1.0).backward()
         optimizer_g.step()
-    return iterations / (time.perf_counter() - start)
+    return iterations / (time.perf_counter() - start), fingerprint(generator, discriminator)
 
 
-def text_hand_written(config: SimpleNamespace, iterations: int) -> float:
-    """The same encoder, batches, AdamW groups and loss: a plain PyTorch loop."""
+def text_hand_written(config: SimpleNamespace, iterations: int) -> tuple[float, float]:
+    """The same encoder, token batches, AdamW groups and loss; warm-up for warmup_ratio of the run."""
     import data
     import main
     import models
 
-    torch.manual_seed(config.seed)
+    seed_everything(config.seed)
     tokenizer = data.setup_tokenizer(config)
     loader, _ = data.setup_data(config, tokenizer)
     model = models.setup_model(config, vocab_size=len(tokenizer), num_classes=data.NUM_CLASSES)
     optimizer = torch.optim.AdamW(main.parameter_groups(model, config.weight_decay), lr=config.lr)
-    loss_fn = torch.nn.CrossEntropyLoss()
-    batches = endless(loader)
-    model.train()
-    for i in range(WARMUP + iterations):
-        if i == WARMUP:
-            start = time.perf_counter()
-        batch = next(batches)
-        loss = loss_fn(model(batch["input_ids"], batch["attention_mask"]), batch["label"])
-        optimizer.zero_grad()
-        loss.backward()
-        optimizer.step()
-    loss.item()
-    return iterations / (time.perf_counter() - start)
+    warmup_steps = round(config.warmup_ratio * config.max_epochs * config.train_epoch_length)
+    return classifier_loop(
+        config,
+        iterations,
+        model,
+        optimizer,
+        loader,
+        warmup_steps,
+        lambda b: ((b["input_ids"], b["attention_mask"]), b["label"]),
+    )
 
 
 HAND_WRITTEN = {
@@ -163,7 +204,8 @@ HAND_WRITTEN = {
 
 def main() -> None:
     template, iterations, repeats = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
-    results = {"generated": [], "hand_written": []}
+    rates = {"generated": [], "hand_written": []}
+    weights = set()
     loops = {"generated": generated, "hand_written": HAND_WRITTEN[template]}
     with tempfile.TemporaryDirectory() as tmp:
         # One untimed round first: the process's first model and first steps pay one-off costs
@@ -172,8 +214,14 @@ def main() -> None:
             loop(load_config(2, tmp), 2)
         for i in range(repeats):  # alternate the order, so that machine noise hits both alike
             for name in sorted(loops, reverse=i % 2 == 1):
-                results[name].append(loops[name](load_config(iterations, tmp), iterations))
-    print(json.dumps({k: statistics.median(v) for k, v in results.items()}))
+                rate, trained = loops[name](load_config(iterations, tmp), iterations)
+                rates[name].append(rate)
+                weights.add(trained)
+    result = {name: statistics.median(values) for name, values in rates.items()}
+    # Same seed, data order, schedule and steps: every run must end with the same weights, or the
+    # two loops did not do the same work and their speeds cannot be compared.
+    result["same_weights"] = len(weights) == 1
+    print(json.dumps(result))
 
 
 if __name__ == "__main__":

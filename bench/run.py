@@ -30,6 +30,7 @@ from cookiecutter.main import cookiecutter
 
 REPO = Path(__file__).resolve().parents[1]
 BENCH = Path(__file__).resolve().parent
+PARTS = ["loop", "xla", "bake"]
 TEMPLATES = json.loads((REPO / "cookiecutter.json").read_text())["templates"]
 
 
@@ -58,9 +59,18 @@ def in_baked_project(template: str, script: str, args: list, python: str, env: d
     return json.loads(proc.stdout.strip().splitlines()[-1])
 
 
-def loop_overhead(template: str, python: str, iterations: int, repeats: int) -> dict:
+# glibc's malloc hands freed memory at the top of its heap back to the OS (above 128 KiB by default)
+# and page-faults it back in at the next step: on CPU that costs both loops 5-25% per step, by
+# amounts that depend on where small Python objects happen to sit in the heap, so one loop's
+# luck reads as the other's overhead. Keeping freed memory (PyTorch's CPU tuning guide preloads
+# jemalloc or tcmalloc for the same reason) leaves only the loops' own costs to compare.
+STEADY_MALLOC = {"MALLOC_MMAP_THRESHOLD_": str(32 * 2**20), "MALLOC_TRIM_THRESHOLD_": str(16 * 2**30)}
+
+
+def loop_overhead(template: str, python: str, iterations: int, repeats: int, steady_malloc: bool) -> dict:
     """Generated trainer against a hand-written loop, one process, synthetic data (bench/loop.py)."""
-    return in_baked_project(template, "loop.py", [iterations, repeats], python, save_best_model=False)
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", **(STEADY_MALLOC if steady_malloc else {})}
+    return in_baked_project(template, "loop.py", [iterations, repeats], python, env, save_best_model=False)
 
 
 def xla_behaviour(template: str, xla_python: str, epochs: int) -> dict:
@@ -76,14 +86,17 @@ def main() -> None:
     parser.add_argument("--xla-python", default=str(REPO / ".venv-xla" / "bin" / "python"))
     parser.add_argument("--quick", action="store_true", help="fewer iterations and repeats")
     parser.add_argument("--templates", nargs="*", default=list(TEMPLATES))
-    parser.add_argument("--parts", nargs="*", default=["loop", "xla", "bake"], choices=["loop", "xla", "bake"])
+    parser.add_argument("--parts", nargs="*", default=PARTS, choices=PARTS)
     args = parser.parse_args()
     args.xla_python = os.path.abspath(args.xla_python)  # the scripts run inside baked projects
     iterations, repeats, epochs = (5, 1, 3) if args.quick else (50, 5, 3)
 
     machine = f"{platform.system()} {platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}"
     print(f"Machine: {machine}")
-    print(f"Command: bash scripts/bench.sh{' --quick' if args.quick else ''}\n")
+    command = ["bash scripts/bench.sh", "--quick" if args.quick else ""]
+    command += ["--parts", *args.parts] if args.parts != PARTS else []
+    command += ["--templates", *args.templates] if args.templates != list(TEMPLATES) else []
+    print(f"Command: {' '.join(filter(None, command))}\n")
 
     if "loop" in args.parts:
         loop_table(args.templates, iterations, repeats)
@@ -94,13 +107,21 @@ def main() -> None:
 
 
 def loop_table(templates: list[str], iterations: int, repeats: int) -> None:
-    print("| template | generated trainer (it/s) | hand-written loop (it/s) | overhead | target <= 10% |")
-    print("| --- | --- | --- | --- | --- |")
+    print(
+        "| template | malloc | generated trainer (it/s) | hand-written loop (it/s) | overhead"
+        " | same weights after | target <= 10% |"
+    )
+    print("| --- | --- | --- | --- | --- | --- | --- |")
     for template in templates:
-        r = loop_overhead(template, sys.executable, iterations, repeats)
-        overhead = r["hand_written"] / r["generated"] - 1
-        ok = "yes" if overhead <= 0.10 else "NO"
-        print(f"| {template} | {r['generated']:.2f} | {r['hand_written']:.2f} | {overhead:+.1%} | {ok} |")
+        for steady in (True, False):
+            r = loop_overhead(template, sys.executable, iterations, repeats, steady)
+            overhead = r["hand_written"] / r["generated"] - 1
+            # Judged with the steady allocator only: with glibc's defaults the figure measures page faults.
+            ok = ("yes" if overhead <= 0.10 and r["same_weights"] else "NO") if steady else "-"
+            print(
+                f"| {template} | {'steady' if steady else 'glibc defaults'} | {r['generated']:.2f}"
+                f" | {r['hand_written']:.2f} | {overhead:+.1%} | {'yes' if r['same_weights'] else 'NO'} | {ok} |"
+            )
     print()
 
 
