@@ -13,23 +13,7 @@ from data import setup_data
 from images import plot_losses, save_samples
 from models import Discriminator, Generator
 from trainers import setup_trainer
-from utils import (
-    cli,
-{% if flags.xla %}
-    device_loaders,
-{% endif %}
-    log_world,
-    resume_from,
-    setup_handlers,
-    setup_logging,
-    setup_run_dir,
-{% if cookiecutter.logger != "none" %}
-    setup_tracking,
-{% endif %}
-{% if flags.xla %}
-    setup_xla_metrics,
-{% endif %}
-)
+{% include "main/utils_imports.py" %}
 
 
 def run(local_rank: int, config: SimpleNamespace) -> None:

@@ -1,39 +1,12 @@
 {% import "flags.j2" as flags with context %}
 """Train an image classifier with PyTorch-Ignite: read this file top to bottom."""
 
-from types import SimpleNamespace
-
-import ignite.distributed as idist
-{% if cookiecutter.deterministic or flags.cuda_amp %}
-import torch
-{% endif %}
-from ignite.engine import Engine, Events
-from ignite.handlers import PiecewiseLinear
-from ignite.metrics import Accuracy, Loss
-from ignite.utils import manual_seed
-from torch import nn, optim
+{% include "main/classifier_imports.py" %}
 
 from data import setup_data
 from models import setup_model
 from trainers import setup_evaluator, setup_trainer
-from utils import (
-    cli,
-{% if flags.xla %}
-    device_loaders,
-{% endif %}
-    log_metrics,
-    log_world,
-    resume_from,
-    setup_handlers,
-    setup_logging,
-    setup_run_dir,
-{% if cookiecutter.logger != "none" %}
-    setup_tracking,
-{% endif %}
-{% if flags.xla %}
-    setup_xla_metrics,
-{% endif %}
-)
+{% include "main/utils_imports.py" %}
 
 
 def run(local_rank: int, config: SimpleNamespace) -> None:

@@ -44,13 +44,4 @@ def test_model_gives_one_logit_per_class_whatever_the_padding(config: SimpleName
         torch.testing.assert_close(model(long["input_ids"], long["attention_mask"]), logits)
 
 
-def test_short_run_logs_metrics_and_saves_checkpoints(config: SimpleNamespace) -> None:
-    run(0, config)
-    (run_dir,) = Path(config.output_dir).iterdir()
-    log = (run_dir / "training.log").read_text()
-    assert "train_loss=" in log, log
-    assert "eval: accuracy=" in log, log
-    assert (run_dir / "config-lock.yaml").is_file()
-{% if cookiecutter.save_training or cookiecutter.save_best_model %}
-    assert list(run_dir.glob("*.pt")), "no checkpoint was written"
-{% endif %}
+{% include "pytest/classifier_short_run.py" %}
