@@ -8,8 +8,10 @@ import json
 import os
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from types import SimpleNamespace
+from typing import Any
 
 import yaml
 
@@ -85,12 +87,37 @@ def naive_loader(dataset):
     return DataLoader(Subset(dataset, range(BATCH * ITERATIONS - BATCH // 2)), batch_size=BATCH, shuffle=True)
 
 
-def vision_naive(epochs: int) -> dict:
-    """A GPU loop moved to XLA as is: .item() every step, a partial last batch, no device loader.
+def naive_epochs(loader, epochs: int, step: Callable[[Any], dict]) -> dict:
+    """Run ``step`` on each batch as a GPU loop moved to XLA as is would, counting per epoch.
 
-    It keeps one XLA idiom, a step marker after each step: without it the lazy graph grows with
-    every iteration and a few epochs take many minutes (shared/TPU.md, item 7).
+    After each step: a step marker, then `.item()` on every loss the step returns. The marker is the
+    one XLA idiom the naive port keeps: without it the lazy graph grows with every iteration and a
+    few epochs take many minutes (shared/TPU.md, item 7).
     """
+    import torch_xla.core.xla_model as xm
+
+    counts = Counts()
+    for _ in range(epochs):
+        counts.start()
+        for batch in loader:
+            losses = step(batch)
+            xm.mark_step()
+            print(" ".join(f"{name} {loss.item():.4f}" for name, loss in losses.items()), file=sys.stderr)
+        counts.stop()
+    return counts.result(len(loader))
+
+
+def plain_step(model, optimizer, loss_fn, inputs: tuple, targets) -> dict:
+    """Forward, loss, backward, optimizer step: a classifier's training step."""
+    loss = loss_fn(model(*inputs), targets)
+    optimizer.zero_grad()
+    loss.backward()
+    optimizer.step()
+    return {"loss": loss}
+
+
+def vision_naive(epochs: int) -> dict:
+    """The vision loop moved to XLA as is: .item() every step, a partial last batch, no device loader."""
     import data
     import models
     import torch
@@ -102,19 +129,9 @@ def vision_naive(epochs: int) -> dict:
     optimizer = torch.optim.Adam(model.parameters(), lr=1e-3)
     loss_fn = torch.nn.CrossEntropyLoss()
     loader = naive_loader(data.get_datasets("synthetic", "data")[0])
-    counts = Counts()
-    for _ in range(epochs):
-        counts.start()
-        for x, y in loader:
-            x, y = x.to(device), y.to(device)
-            loss = loss_fn(model(x), y)
-            optimizer.zero_grad()
-            loss.backward()
-            optimizer.step()
-            xm.mark_step()
-            print(f"loss {loss.item():.4f}", file=sys.stderr)
-        counts.stop()
-    return counts.result(len(loader))
+    return naive_epochs(
+        loader, epochs, lambda b: plain_step(model, optimizer, loss_fn, (b[0].to(device),), b[1].to(device))
+    )
 
 
 def gan_naive(epochs: int) -> dict:
@@ -139,24 +156,20 @@ def gan_naive(epochs: int) -> dict:
         logits = discriminator(images)
         return loss_fn(logits, torch.full_like(logits, target))
 
-    counts = Counts()
-    for _ in range(epochs):
-        counts.start()
-        for real, _ in loader:
-            real = real.to(device)
-            fake = generator(torch.randn(real.shape[0], config["z_dim"], 1, 1, device=device))
-            optimizer_d.zero_grad()
-            loss_d = loss(real, 1.0) + loss(fake.detach(), 0.0)
-            loss_d.backward()
-            optimizer_d.step()
-            optimizer_g.zero_grad()
-            loss_g = loss(fake, 1.0)
-            loss_g.backward()
-            optimizer_g.step()
-            xm.mark_step()
-            print(f"loss_d {loss_d.item():.4f} loss_g {loss_g.item():.4f}", file=sys.stderr)
-        counts.stop()
-    return counts.result(len(loader))
+    def step(batch) -> dict:
+        real = batch[0].to(device)
+        fake = generator(torch.randn(real.shape[0], config["z_dim"], 1, 1, device=device))
+        optimizer_d.zero_grad()
+        loss_d = loss(real, 1.0) + loss(fake.detach(), 0.0)
+        loss_d.backward()
+        optimizer_d.step()
+        optimizer_g.zero_grad()
+        loss_g = loss(fake, 1.0)
+        loss_g.backward()
+        optimizer_g.step()
+        return {"loss_d": loss_d, "loss_g": loss_g}
+
+    return naive_epochs(loader, epochs, step)
 
 
 def text_naive(epochs: int) -> dict:
@@ -165,7 +178,6 @@ def text_naive(epochs: int) -> dict:
     import models
     import torch
     import torch_xla.core.xla_model as xm
-    from torch.utils.data import DataLoader, Subset
 
     values = yaml.safe_load(Path("config.yaml").read_text())
     values.update(dataset="synthetic", data_path="data")
@@ -177,20 +189,12 @@ def text_naive(epochs: int) -> dict:
     model = models.setup_model(config, vocab_size=len(tokenizer), num_classes=data.NUM_CLASSES).to(device)
     optimizer = torch.optim.AdamW(model.parameters(), lr=config.lr)
     loss_fn = torch.nn.CrossEntropyLoss()
-    loader = DataLoader(Subset(train, range(BATCH * ITERATIONS - BATCH // 2)), batch_size=BATCH, shuffle=True)
-    counts = Counts()
-    for _ in range(epochs):
-        counts.start()
-        for batch in loader:
-            input_ids, mask, label = (batch[k].to(device) for k in ("input_ids", "attention_mask", "label"))
-            loss = loss_fn(model(input_ids, mask), label)
-            optimizer.zero_grad()
-            loss.backward()
-            optimizer.step()
-            xm.mark_step()
-            print(f"loss {loss.item():.4f}", file=sys.stderr)
-        counts.stop()
-    return counts.result(len(loader))
+
+    def step(batch) -> dict:
+        input_ids, mask, label = (batch[k].to(device) for k in ("input_ids", "attention_mask", "label"))
+        return plain_step(model, optimizer, loss_fn, (input_ids, mask), label)
+
+    return naive_epochs(naive_loader(train), epochs, step)
 
 
 NAIVE = {"vision-classification": vision_naive, "text-classification": text_naive, "gan": gan_naive}
