@@ -5,6 +5,7 @@ import json
 import os
 import re
 import shlex
+import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -134,6 +135,14 @@ def make_offline(project: Path, **overrides) -> dict:
     config.update(overrides)
     path.write_text(yaml.safe_dump(config, sort_keys=False))
     return config
+
+
+def free_port() -> str:
+    """A TCP port free right now, for one distributed run's rendezvous (a fixed port would collide
+    with another run of the suite on the same machine)."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return str(sock.getsockname()[1])
 
 
 def run_cmd(cmd: list[str], cwd: Path, timeout: int = 300, env: dict | None = None) -> subprocess.CompletedProcess:

@@ -27,6 +27,7 @@ from helpers import (
     REPO,
     TRACKERS_PYTHON,
     check_tracker_records,
+    free_port,
     make_offline,
     readme_block,
     readme_train_command,
@@ -97,12 +98,10 @@ def test_offline_mode_records_the_run(bake, tmp_path: Path, tracker: str) -> Non
 @pytest.fixture
 def visdom_server(tmp_path: Path) -> Iterator[str]:
     """A Visdom server on a free loopback port; yields its URL."""
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
+    port = free_port()
     # `python -m visdom.server` first downloads the web page's scripts (no network here): start the server itself.
     command = [TRACKERS_PYTHON, "-c", "from visdom.server.run_server import main; main()"]
-    command += ["-port", str(port), "--hostname", "127.0.0.1", "-env_path", str(tmp_path / "visdom")]
+    command += ["-port", port, "--hostname", "127.0.0.1", "-env_path", str(tmp_path / "visdom")]
     server = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
         deadline = time.monotonic() + 60

@@ -16,6 +16,7 @@ from helpers import (
     PYTHON,
     TEMPLATES,
     check_tracker_records,
+    free_port,
     make_offline,
     read_log,
     readme_block,
@@ -64,9 +65,9 @@ def test_single_process_run_trains_and_evaluates(bake, argparser: str) -> None:
         assert shlex.split(readme_block(project, "## Experiment tracking")) == ["tensorboard", "--logdir", "./my runs"]
 
 
-@pytest.mark.parametrize("launcher,port", [("torchrun", 29531), ("spawn", 29542)])
-def test_two_process_gloo_run_trains_on_both_ranks(bake, launcher: str, port: int) -> None:
-    project = bake(argparser="argparse", backend="gloo", launcher=launcher, nproc_per_node="2", master_port=str(port))
+@pytest.mark.parametrize("launcher", ["torchrun", "spawn"])
+def test_two_process_gloo_run_trains_on_both_ranks(bake, launcher: str) -> None:
+    project = bake(argparser="argparse", backend="gloo", launcher=launcher, nproc_per_node="2", master_port=free_port())
     # batch_size is global: 8 per step split into 4 per process.
     make_offline(project)
     argv, _ = readme_train_command(project)
@@ -107,14 +108,16 @@ TEXT_RUNS = {
     # The CUDA mixed-precision code (its scaler off on a CPU), DeterministicEngine, a hidden classifier layer.
     "none": ({"argparser": "fire", "mixed_precision": True, "deterministic": True}, {"classifier_hidden": 16}),
     # DistributedDataParallel, which fails if a parameter gets no gradient (the encoder's pooler is dropped).
-    "torchrun": ({"argparser": "argparse", "backend": "gloo", "nproc_per_node": "2", "master_port": "29553"}, {}),
-    "spawn": ({"argparser": "hydra", "backend": "gloo", "nproc_per_node": "2", "master_port": "29564"}, {}),
+    "torchrun": ({"argparser": "argparse", "backend": "gloo", "nproc_per_node": "2"}, {}),
+    "spawn": ({"argparser": "hydra", "backend": "gloo", "nproc_per_node": "2"}, {}),
 }
 
 
 @pytest.mark.parametrize("launcher", list(TEXT_RUNS))
 def test_text_project_trains_with_each_launcher(bake, launcher: str) -> None:
     answers, overrides = TEXT_RUNS[launcher]
+    if launcher != "none":
+        answers = {**answers, "master_port": free_port()}
     project = bake("text-classification", launcher=launcher, **answers)
     make_offline(project, **overrides)
     argv, _ = readme_train_command(project)
