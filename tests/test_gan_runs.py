@@ -87,6 +87,11 @@ def test_resumed_run_ends_with_the_networks_of_an_uninterrupted_one(bake) -> Non
     assert (resumed_dir / "losses.png").is_file()
     resumed = torch.load(resumed_dir / "training_checkpoint_16.pt", weights_only=False)
     assert resumed["trainer"]["iteration"] == uninterrupted["trainer"]["iteration"] == 16
+    # The loss history behind losses.png comes back with the trainer: the plot starts at iteration 4, not 12.
+    history = resumed["trainer"]["loss_history"]
+    assert [iteration for iteration, _ in history] == [4, 8, 12, 16], "the resumed plot must show the whole run"
+    for (_, resumed_losses), (_, losses) in zip(history, uninterrupted["trainer"]["loss_history"], strict=True):
+        assert resumed_losses == pytest.approx(losses, abs=1e-4)
     for network in ("generator", "discriminator"):
         for name, weight in uninterrupted[network].items():
             assert torch.allclose(resumed[network][name].float(), weight.float(), atol=1e-5), f"{network}.{name}"

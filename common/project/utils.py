@@ -278,12 +278,17 @@ def setup_handlers(
     # once every `log_every_iters` iterations and in one transfer (each read waits for the device),
     # into `trainer.state.metrics` for everything that shows them.
     every = Events.ITERATION_COMPLETED(every=config.log_every_iters)
+    # Every value read, as (iteration, {name: value}), in the trainer's state and so in its
+    # checkpoints: after a resume, the history still starts at the first iteration.
+    trainer.state.loss_history = []
+    trainer.state_dict_user_keys.append("loss_history")
 
     @trainer.on(every)
     def read_losses(engine: Engine) -> None:
         output = engine.state.output
         values = torch.stack([value.float() for value in output.values()]).tolist()
         engine.state.metrics.update(zip(output, values, strict=True))
+        engine.state.loss_history.append((engine.state.iteration, dict(zip(output, values, strict=True))))
         losses = " ".join(f"{name}={value:.4f}" for name, value in zip(output, values, strict=True))
         engine.logger.info("Epoch %d - iteration %d: %s", engine.state.epoch, engine.state.iteration, losses)
 

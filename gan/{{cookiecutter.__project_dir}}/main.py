@@ -73,12 +73,6 @@ def run(local_rank: int, config: SimpleNamespace) -> None:
     # the grids show how the generator's images for fixed inputs change as it trains.
     noise_rng = torch.Generator().manual_seed(config.seed)
     fixed_noise = torch.randn(config.num_samples, config.z_dim, 1, 1, generator=noise_rng).to(device)
-    # (iteration, losses) at each logging interval: the values setup_handlers has just read.
-    history: list[tuple[int, dict[str, float]]] = []
-
-    @trainer.on(Events.ITERATION_COMPLETED(every=config.log_every_iters))
-    def record_losses(engine: Engine) -> None:
-        history.append((engine.state.iteration, dict(engine.state.metrics)))
 
     @trainer.on(Events.EPOCH_COMPLETED)
     def save_epoch_samples(engine: Engine) -> None:
@@ -86,8 +80,9 @@ def run(local_rank: int, config: SimpleNamespace) -> None:
 
     @trainer.on(Events.EPOCH_COMPLETED | Events.COMPLETED)
     def save_loss_plot(engine: Engine) -> None:
-        if rank == 0 and history:
-            plot_losses(history, run_dir / "losses.png")
+        # The losses read at each logging interval (setup_handlers), from iteration 1 even after a resume.
+        if rank == 0 and engine.state.loss_history:
+            plot_losses(engine.state.loss_history, run_dir / "losses.png")
 
     if config.resume_from:
         resume_from({{ "to_save" if cookiecutter.save_training else "networks" }}, config.resume_from, logger)
