@@ -9,7 +9,8 @@ from pathlib import Path
 
 import nbformat
 import pytest
-from helpers import REPO, TEMPLATES, XLA_PYTHON, readme_train_command, run_cmd
+import yaml
+from helpers import OFFLINE, REPO, TEMPLATES, XLA_PYTHON, readme_train_command, run_cmd
 
 BACKENDS = ["nccl", "gloo", "xla-tpu"]
 EXPECTED_RUNTIME = {
@@ -120,20 +121,20 @@ def test_hooks_need_only_the_standard_library() -> None:
                 assert name.split(".")[0] in sys.stdlib_module_names, f"{hook.name} imports {name}"
 
 
-def test_tpu_notebook_runs_top_to_bottom_on_an_xla_cpu_device(bake, tmp_path: Path) -> None:
-    project = bake(backend="xla-tpu")
+@pytest.mark.parametrize("template", TEMPLATES)
+def test_tpu_notebook_runs_top_to_bottom_on_an_xla_cpu_device(bake, tmp_path: Path, template: str) -> None:
+    project = bake(template, backend="xla-tpu")
     notebook = tmp_path / f"{project.name}.ipynb"
     shutil.copy(project / notebook.name, notebook)  # the notebook alone, as uploaded to Colab
-    env = {"PJRT_DEVICE": "CPU", "PATH": f"{Path(XLA_PYTHON).parent}{os.pathsep}{os.environ['PATH']}"}
-    overrides = [
-        "dataset=synthetic",
-        "max_epochs=2",
-        "train_epoch_length=2",
-        "eval_epoch_length=1",
-        "batch_size=8",
-        "eval_batch_size=8",
-        "num_workers=0",
-    ]
+    env = {
+        "PJRT_DEVICE": "CPU",
+        "HF_HUB_OFFLINE": "1",
+        "PATH": f"{Path(XLA_PYTHON).parent}{os.pathsep}{os.environ['PATH']}",
+    }
+    # The edits a user makes in the config.yaml cell for a quick offline run (the keys this template has).
+    config = yaml.safe_load((project / "config.yaml").read_text())
+    small = {**OFFLINE, "train_epoch_length": 2, "eval_epoch_length": 1, "log_every_iters": 2}
+    overrides = [f"{key}={value}" for key, value in small.items() if key in config]
     run_cmd([XLA_PYTHON, str(REPO / "tests" / "run_notebook.py"), str(notebook), *overrides], tmp_path, 900, env)
 
     executed = nbformat.read(tmp_path / "executed.ipynb", as_version=4)
