@@ -32,10 +32,12 @@ def load_config(iterations: int, output_dir: str) -> SimpleNamespace:
         dataset="synthetic",
         num_workers=0,
         max_epochs=1,
-        train_epoch_length=WARMUP + iterations,
+        # One iteration more than either loop runs: the generated run stops (see generated()) before
+        # its epoch-end checkpoint and evaluation, which the hand-written loops do not do either.
+        train_epoch_length=WARMUP + iterations + 1,
         eval_epoch_length=1,
         num_samples=4,
-        log_every_iters=WARMUP + iterations,  # one loss read, at the end, as a user's long interval
+        log_every_iters=WARMUP + iterations,  # one loss read, in the last timed iteration, as in the hand-written loops
         save_every_iters=10**9,
         output_dir=output_dir,
         backend=None,
@@ -51,26 +53,33 @@ def fingerprint(*modules: torch.nn.Module) -> float:
 
 
 def generated(config: SimpleNamespace, iterations: int) -> tuple[float, float]:
-    """Run main.run and time the training iterations after the warm-up."""
+    """Run main.run and time the training iterations after the warm-up, handlers included."""
     import main
-    from ignite.engine import Events
+    from ignite.engine import Engine, Events
 
     marks = {}
-    build = getattr(main.setup_trainer, "original", main.setup_trainer)
+    build_trainer = getattr(main.setup_trainer, "original", main.setup_trainer)
+    attach_handlers = getattr(main.setup_handlers, "original", main.setup_handlers)
 
-    def timed_setup_trainer(*args, **kwargs):
+    def setup_trainer(*args, **kwargs) -> Engine:
         marks["modules"] = [a for a in args if isinstance(a, torch.nn.Module) and list(a.parameters())]
-        trainer = build(*args, **kwargs)
-        trainer.add_event_handler(
-            Events.ITERATION_COMPLETED(once=WARMUP), lambda _: marks.setdefault("start", time.perf_counter())
-        )
-        trainer.add_event_handler(
-            Events.ITERATION_COMPLETED(once=WARMUP + iterations), lambda _: marks.setdefault("end", time.perf_counter())
-        )
-        return trainer
+        return build_trainer(*args, **kwargs)
 
-    timed_setup_trainer.original = build
-    main.setup_trainer = timed_setup_trainer
+    def stop(engine: Engine) -> None:
+        marks["end"] = time.perf_counter()
+        engine.terminate()
+
+    def setup_handlers(trainer: Engine, *args, **kwargs) -> None:
+        attach_handlers(trainer, *args, **kwargs)
+        # Attached after main.py's handlers, so the last timed iteration includes what they do then:
+        # the loss read, the progress bar, the NaN check.
+        trainer.add_event_handler(
+            Events.ITERATION_COMPLETED(once=WARMUP), lambda _: marks.update(start=time.perf_counter())
+        )
+        trainer.add_event_handler(Events.ITERATION_COMPLETED(once=WARMUP + iterations), stop)
+
+    setup_trainer.original, setup_handlers.original = build_trainer, attach_handlers
+    main.setup_trainer, main.setup_handlers = setup_trainer, setup_handlers
     main.run(0, config)
     return iterations / (marks["end"] - marks["start"]), fingerprint(*marks["modules"])
 

@@ -71,7 +71,9 @@ STEADY_MALLOC = {"MALLOC_MMAP_THRESHOLD_": str(32 * 2**20), "MALLOC_TRIM_THRESHO
 
 def loop_overhead(template: str, python: str, iterations: int, repeats: int, steady_malloc: bool) -> dict:
     """Generated trainer against a hand-written loop, one process, synthetic data (bench/loop.py)."""
-    env = {**os.environ, "HF_HUB_OFFLINE": "1", **(STEADY_MALLOC if steady_malloc else {})}
+    # The defaults run must get glibc's defaults, whatever this shell exports (the README's tip, a preload).
+    env = {k: v for k, v in os.environ.items() if k not in (*STEADY_MALLOC, "LD_PRELOAD")}
+    env.update(HF_HUB_OFFLINE="1", **(STEADY_MALLOC if steady_malloc else {}))
     return in_baked_project(template, "loop.py", [iterations, repeats], python, env, save_best_model=False)
 
 

@@ -92,6 +92,13 @@ def test_resumed_run_ends_with_the_networks_of_an_uninterrupted_one(bake) -> Non
     assert [iteration for iteration, _ in history] == [4, 8, 12, 16], "the resumed plot must show the whole run"
     for (_, resumed_losses), (_, losses) in zip(history, uninterrupted["trainer"]["loss_history"], strict=True):
         assert resumed_losses == pytest.approx(losses, abs=1e-4)
+    # A checkpoint from before the trainer kept its history still resumes, with the history starting empty.
+    old_checkpoint = torch.load(after_epoch_1, weights_only=False)
+    del old_checkpoint["trainer"]["loss_history"]
+    torch.save(old_checkpoint, project / "old_checkpoint.pt")
+    run_cmd([PYTHON, "main.py", "config.yaml", "--resume_from=old_checkpoint.pt"], cwd=project)
+    old_resumed = torch.load(run_dirs(project)[2] / "training_checkpoint_16.pt", weights_only=False)
+    assert [iteration for iteration, _ in old_resumed["trainer"]["loss_history"]] == [12, 16]
     for network in ("generator", "discriminator"):
         for name, weight in uninterrupted[network].items():
             assert torch.allclose(resumed[network][name].float(), weight.float(), atol=1e-5), f"{network}.{name}"

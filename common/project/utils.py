@@ -278,18 +278,27 @@ def setup_handlers(
     # once every `log_every_iters` iterations and in one transfer (each read waits for the device),
     # into `trainer.state.metrics` for everything that shows them.
     every = Events.ITERATION_COMPLETED(every=config.log_every_iters)
-    # Every value read, as (iteration, {name: value}), in the trainer's state and so in its
-    # checkpoints: after a resume, the history still starts at the first iteration.
+{% if flags.loss_history %}
+    # Every value read, as (iteration, {name: value}), for the loss plot. It is part of the trainer's
+    # state, so a run resumed from a training checkpoint plots what came before the resume too.
     trainer.state.loss_history = []
     trainer.state_dict_user_keys.append("loss_history")
+
+    @trainer.on(Events.STARTED)
+    def drop_history_ahead(engine: Engine) -> None:
+        # A finished run started again restarts at iteration 0: its old points would be plotted twice.
+        engine.state.loss_history = [point for point in engine.state.loss_history if point[0] <= engine.state.iteration]
+{% endif %}
 
     @trainer.on(every)
     def read_losses(engine: Engine) -> None:
         output = engine.state.output
-        values = torch.stack([value.float() for value in output.values()]).tolist()
-        engine.state.metrics.update(zip(output, values, strict=True))
-        engine.state.loss_history.append((engine.state.iteration, dict(zip(output, values, strict=True))))
-        losses = " ".join(f"{name}={value:.4f}" for name, value in zip(output, values, strict=True))
+        values = dict(zip(output, torch.stack([value.float() for value in output.values()]).tolist(), strict=True))
+        engine.state.metrics.update(values)
+{% if flags.loss_history %}
+        engine.state.loss_history.append((engine.state.iteration, values))
+{% endif %}
+        losses = " ".join(f"{name}={value:.4f}" for name, value in values.items())
         engine.logger.info("Epoch %d - iteration %d: %s", engine.state.epoch, engine.state.iteration, losses)
 
     if idist.get_rank() == 0:
@@ -359,6 +368,11 @@ def resume_from(to_load: dict[str, Any], checkpoint_path: str | Path, logger: lo
         raise FileNotFoundError(f"resume_from: no checkpoint file at {path}")
     # A full unpickle: the trainer state holds more than tensors. Only load checkpoints you trust.
     checkpoint = torch.load(path, map_location="cpu", weights_only=False)
+{% if flags.loss_history %}
+    if isinstance(checkpoint.get("trainer"), dict):
+        # A checkpoint written before the trainer kept its loss history: resume with an empty one.
+        checkpoint["trainer"].setdefault("loss_history", [])
+{% endif %}
     Checkpoint.load_objects(to_load=to_load, checkpoint=checkpoint)
     logger.info("Resumed from %s", path)
 {% if cookiecutter.logger == "visdom" %}

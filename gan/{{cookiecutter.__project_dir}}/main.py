@@ -80,7 +80,7 @@ def run(local_rank: int, config: SimpleNamespace) -> None:
 
     @trainer.on(Events.EPOCH_COMPLETED | Events.COMPLETED)
     def save_loss_plot(engine: Engine) -> None:
-        # The losses read at each logging interval (setup_handlers), from iteration 1 even after a resume.
+        # The losses read at each logging interval (setup_handlers), restored with the trainer on resume.
         if rank == 0 and engine.state.loss_history:
             plot_losses(engine.state.loss_history, run_dir / "losses.png")
 
