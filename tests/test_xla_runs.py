@@ -30,16 +30,19 @@ XLA_RUNS = {
 }
 
 
-@pytest.mark.parametrize("template", list(XLA_RUNS))
-def test_xla_project_trains_3_epochs_and_stops_compiling(bake, template: str) -> None:
-    project = bake(template, backend="xla-tpu", **XLA_RUNS[template])
+def train_3_epochs_on_xla_cpu(project: Path) -> tuple[Path, dict]:
+    """Run the README's training command (made for a TPU) on the XLA CPU device: 3 epochs of 4 iterations."""
     make_offline(project, max_epochs=3, train_epoch_length=4, log_every_iters=2)
     argv, env = readme_train_command(project, python=XLA_PYTHON)
     assert env == {"PJRT_DEVICE": "TPU"}, "the README runs on the TPU"
     run_cmd(argv, cwd=project, timeout=600, env=CPU_XLA)
-
     (run_dir,) = run_dirs(project)
-    log = read_log(run_dir)
+    return run_dir, read_log(run_dir)
+
+
+@pytest.mark.parametrize("template", list(XLA_RUNS))
+def test_xla_project_trains_3_epochs_and_stops_compiling(bake, template: str) -> None:
+    run_dir, log = train_3_epochs_on_xla_cpu(bake(template, backend="xla-tpu", **XLA_RUNS[template]))
     assert len(log["evals"]) == 3
     # One device here, 8 expected: the run goes on and says so in one line.
     assert log["text"].count("Expected 8 TPU replicas (nproc_per_node) but this runtime has 1 device(s)") == 1
@@ -80,13 +83,7 @@ def test_gpu_and_cpu_runs_use_an_environment_without_torch_xla() -> None:
 def test_gan_trains_3_epochs_in_bf16_and_stops_compiling(bake) -> None:
     """Both optimizers stepped by xm.optimizer_step, bf16 autocast, device loader, samples from the XLA device."""
     project = bake("gan", backend="xla-tpu", mixed_precision=True)
-    make_offline(project, max_epochs=3, train_epoch_length=4, log_every_iters=2)
-    argv, env = readme_train_command(project, python=XLA_PYTHON)
-    assert env == {"PJRT_DEVICE": "TPU"}, "the README runs on the TPU"
-    run_cmd(argv, cwd=project, timeout=600, env=CPU_XLA)
-
-    (run_dir,) = run_dirs(project)
-    log = read_log(run_dir)
+    run_dir, log = train_3_epochs_on_xla_cpu(project)
     assert log["iterations"] == [2, 4, 6, 8, 10, 12] and all(set(v) >= {"loss_d", "loss_g"} for v in log["train"])
     assert [p.name for p in sorted((run_dir / "samples").iterdir())] == [f"epoch_{e:04d}.png" for e in (1, 2, 3)]
     assert (run_dir / "losses.png").is_file()
