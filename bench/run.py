@@ -62,7 +62,7 @@ def in_baked_project(template: str, script: str, args: list, python: str, env: d
 
 
 # glibc's malloc hands freed memory at the top of its heap back to the OS (above 128 KiB by default)
-# and page-faults it back in at the next step: on CPU that costs both loops 5-25% per step, by
+# and page-faults it back in at the next step: on CPU that costs up to ~20% per step (BENCHMARKS.md), by
 # amounts that depend on where small Python objects happen to sit in the heap, so one loop's
 # luck reads as the other's overhead. Keeping freed memory (PyTorch's CPU tuning guide preloads
 # jemalloc or tcmalloc for the same reason) leaves only the loops' own costs to compare.
