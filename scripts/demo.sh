@@ -5,7 +5,7 @@
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 template="${1:-vision-classification}"
-venv="$(bash "$root/scripts/env.sh")"
+venv="$(bash "$root/scripts/env.sh" base)" # the demo runs in the base venv only
 rm -rf "$root/demo"
 "$venv/bin/cookiecutter" "$root" --directory "$template" --no-input --output-dir "$root/demo"
 project="$(find "$root/demo" -mindepth 1 -maxdepth 1 -type d)"

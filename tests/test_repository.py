@@ -1,5 +1,7 @@
-"""This repository's own code (hooks, tests) follows the same lint and format rules as generated code."""
+"""This repository's own code and scripts: lint and format rules, the README's fork example, the demo."""
 
+import os
+import shutil
 import subprocess
 import sys
 
@@ -26,3 +28,32 @@ def test_readme_pytest_cookies_example_passes(tmp_path) -> None:
         text=True,
     )
     assert proc.returncode == 0 and "2 passed" in proc.stdout, proc.stdout + proc.stderr
+
+
+def test_demo_builds_only_the_base_venv_and_trains_the_default_project(tmp_path) -> None:
+    """`bash scripts/demo.sh` from a fresh clone sets up only the venv the demo runs in (.venv), never the
+    TPU or tracker venvs (torch_xla, about 0.8 GB of trackers), then trains the default project offline.
+
+    The clone reuses this checkout's .venv (same lock, so env.sh keeps it); any other venv it tried to
+    create would fail at once: PYTHON, which env.sh makes new venvs with, is `false` here.
+    """
+    clone = tmp_path / "clone"
+    shutil.copytree(
+        REPO, clone, symlinks=True, ignore=shutil.ignore_patterns(".git", ".venv*", "demo", "__pycache__", ".*_cache")
+    )
+    (clone / ".venv").symlink_to(REPO / ".venv")
+    proc = subprocess.run(
+        ["bash", "scripts/demo.sh"],
+        cwd=clone,
+        capture_output=True,
+        text=True,
+        timeout=600,
+        env={**os.environ, "PYTHON": "false", "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1"},
+    )
+    assert proc.returncode == 0, f"the demo failed (exit {proc.returncode}):\n{proc.stdout[-3000:]}{proc.stderr[-3000:]}"
+    made = sorted(path.name for path in clone.glob(".venv*"))
+    assert made == [".venv"], f"the demo must set up only the base venv, it set up {made}"
+    (run_dir,) = (clone / "demo" / "vision_classification" / "logs").iterdir()
+    log = (run_dir / "training.log").read_text()
+    assert "Epoch 2 - eval:" in log, f"the demo's project did not train two epochs:\n{log}"
+    assert f"Run directory: {run_dir}" in proc.stdout, "the demo ends by naming the run directory"
