@@ -10,20 +10,45 @@ import json
 import shutil
 from pathlib import Path
 
-# Notebook-level metadata that makes Colab open the notebook on the right runtime, written the way
-# Colab itself saves it. TPU v2-8 ("V28") has the 8 cores the xla-tpu project expects.
+# Notebook-level metadata that opens the notebook on the right runtime, written the way each service
+# saves it. Colab's TPU v2-8 ("V28") was retired in September 2025: its free tier has a TPU v5e-1
+# ("V5E1", one chip). Kaggle reads its own block: its TPU v5e-8 has the 8 chips of the TPU rule.
 RUNTIMES = {
-    "xla-tpu": {"accelerator": "TPU", "colab": {"provenance": [], "gpuType": "V28"}},
+    "xla-tpu": {
+        "accelerator": "TPU",
+        "colab": {"provenance": [], "gpuType": "V5E1"},
+        "kaggle": {"accelerator": "tpuV5e8", "isInternetEnabled": True, "isGpuEnabled": False},
+    },
     "nccl": {"accelerator": "GPU", "colab": {"provenance": [], "gpuType": "T4"}},
     "gloo": {"colab": {"provenance": []}},
 }
 
+# What the first cell says about the runtime, after the project's description and options.
+RUNTIME_NOTES = {
+    "xla-tpu": (
+        "Runtime: Colab opens this notebook on its free TPU v5e-1, one chip, so training runs on one replica"
+        " (on a paid tier, Runtime > Change runtime type > a TPU v6e-1 is faster, and also one chip)."
+        " For the 8 replicas the project is written for, open it on Kaggle (TPU v5e-8, internet on) or run the"
+        " project on a TPU VM."
+    ),
+    "nccl": "Runtime: a GPU (Colab's free tier gives a T4).",
+    "gloo": "Runtime: any; training runs on the CPU.",
+}
+
 TPU_SETUP = """\
-# Install torch_xla only if this runtime lacks one that matches its torch; a torch that already
-# matches is never reinstalled.
+# torch_xla 2.9.0, the last torch_xla release, works only beside torch 2.9.0. Install them only if this
+# runtime lacks them (Kaggle's TPU image ships an older pair); a torch that already matches is never
+# reinstalled.
 import importlib.metadata as metadata
 import subprocess
 import sys
+
+if not (3, 10) <= sys.version_info[:2] <= (3, 13):
+    raise SystemExit(
+        "torch_xla 2.9.0 has wheels for Python 3.10 to 3.13 only, and this runtime runs Python "
+        f"{sys.version_info[0]}.{sys.version_info[1]}: open the notebook on a runtime with one of those "
+        "(or, on a TPU VM, make a virtual environment with one) and run it again."
+    )
 
 
 def version(package: str) -> str | None:
@@ -101,7 +126,7 @@ def build_notebook(ctx: dict, root: Path, name: str) -> dict:
     folders = sorted({str(path.parent) for path in files if str(path.parent) != "."})
 
     cells = [
-        ("markdown", f"# {ctx['project_name']}\n\n{intro}\n\nOptions: {chosen}."),
+        ("markdown", f"# {ctx['project_name']}\n\n{intro}\n\nOptions: {chosen}.\n\n{RUNTIME_NOTES[ctx['backend']]}"),
         ("markdown", "## Set up the runtime"),
         ("code", SETUPS[ctx["backend"]]),
         ("markdown", "## Write the project files\n\nEach cell below writes one file of the project."),

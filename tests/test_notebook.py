@@ -4,6 +4,7 @@ import ast
 import os
 import re
 import shutil
+import subprocess
 import sys
 from pathlib import Path
 
@@ -13,11 +14,28 @@ import yaml
 from helpers import OFFLINE, REPO, TEMPLATES, XLA_PYTHON, readme_train_command, run_cmd
 
 BACKENDS = ["nccl", "gloo", "xla-tpu"]
-EXPECTED_RUNTIME = {
-    "xla-tpu": ("TPU", "V28"),
+# The runtime each backend's notebook asks Colab for: TPU v5e-1 (free tier; the v2-8 was retired in
+# September 2025), a T4 GPU, or the default CPU runtime.
+COLAB_RUNTIME = {
+    "xla-tpu": ("TPU", "V5E1"),
     "nccl": ("GPU", "T4"),
     "gloo": (None, None),
 }
+# Kaggle's own block: only TPU notebooks ask for its TPU v5e-8 (8 chips, the 8 replicas of the TPU
+# rule), with internet on for the set-up cell's pip install.
+KAGGLE_RUNTIME = {
+    "xla-tpu": {"accelerator": "tpuV5e8", "isInternetEnabled": True, "isGpuEnabled": False},
+    "nccl": None,
+    "gloo": None,
+}
+
+
+def setup_cell(notebook) -> nbformat.NotebookNode:
+    """The code cell under "## Set up the runtime" (found by its heading, not by its index)."""
+    heading = next(i for i, cell in enumerate(notebook.cells) if cell.source == "## Set up the runtime")
+    cell = notebook.cells[heading + 1]
+    assert cell.cell_type == "code", "a code cell follows the set-up heading"
+    return cell
 
 
 def read_notebook(project: Path) -> nbformat.NotebookNode:
@@ -45,10 +63,11 @@ def written_files(notebook) -> dict[str, str]:
 def test_notebook_is_valid_and_opens_on_the_backends_runtime(bake, template: str, backend: str) -> None:
     project = bake(template, backend=backend)
     notebook = read_notebook(project)
-    accelerator, gpu_type = EXPECTED_RUNTIME[backend]
-    assert notebook.metadata.get("accelerator") == accelerator
-    assert notebook.metadata["colab"].get("gpuType") == gpu_type
+    accelerator, gpu_type = COLAB_RUNTIME[backend]
+    assert notebook.metadata.get("accelerator") == accelerator, "Colab's accelerator"
+    assert notebook.metadata["colab"].get("gpuType") == gpu_type, "the runtime Colab opens the notebook on"
     assert notebook.metadata["colab"]["provenance"] == []
+    assert notebook.metadata.get("kaggle") == KAGGLE_RUNTIME[backend], "Kaggle's block (TPU notebooks only)"
     assert notebook.metadata["kernelspec"]["name"] == "python3"
     runtime = {"xla-tpu": "TPU", "nccl": "GPU", "gloo": "CPU"}[backend]
     assert re.search(rf"opens on a\s{runtime} runtime\)", (project / "README.md").read_text()), "the README names it"
@@ -121,6 +140,37 @@ def test_hooks_need_only_the_standard_library() -> None:
                 assert name.split(".")[0] in sys.stdlib_module_names, f"{hook.name} imports {name}"
 
 
+# Runs a TPU set-up cell as if on another Python, with pip replaced by a stand-in that prints its arguments.
+SIMULATED_RUNTIME = """\
+import subprocess
+import sys
+
+sys.version_info = {version!r}
+subprocess.check_call = lambda argv: print("pip would run:", argv[3:])
+"""
+
+
+@pytest.mark.parametrize("version", [(3, 9, 18, "final", 0), (3, 14, 0, "final", 0)])
+def test_tpu_setup_cell_stops_with_one_sentence_on_a_python_without_torch_xla_wheels(bake, version: tuple) -> None:
+    code = setup_cell(read_notebook(bake(backend="xla-tpu"))).source
+    simulated = SIMULATED_RUNTIME.format(version=version) + code
+    proc = subprocess.run([sys.executable, "-c", simulated], capture_output=True, text=True)
+    assert proc.returncode == 1, f"the set-up cell must stop on Python {version[:2]}: {proc.stdout}{proc.stderr}"
+    assert "pip would run" not in proc.stdout, "nothing is installed on a Python without torch_xla wheels"
+    message = proc.stderr.strip()
+    assert message.count("\n") == 0 and message.count(": ") == 1, f"one sentence, no traceback: {message!r}"
+    assert f"runs Python {version[0]}.{version[1]}:" in message and "3.10 to 3.13" in message, message
+
+
+def test_tpu_setup_cell_installs_torch_xla_where_it_is_missing(bake) -> None:
+    """This venv has torch 2.9.0 and no torch_xla (like a runtime without it): the cell installs the pair."""
+    code = setup_cell(read_notebook(bake(backend="xla-tpu"))).source
+    simulated = SIMULATED_RUNTIME.format(version=tuple(sys.version_info)) + code
+    proc = subprocess.run([sys.executable, "-c", simulated], capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.strip() == "pip would run: ['install', 'torch==2.9.0', 'torch_xla[tpu]==2.9.0']"
+
+
 @pytest.mark.parametrize("template", TEMPLATES)
 def test_tpu_notebook_runs_top_to_bottom_on_an_xla_cpu_device(bake, tmp_path: Path, template: str) -> None:
     project = bake(template, backend="xla-tpu")
@@ -138,7 +188,7 @@ def test_tpu_notebook_runs_top_to_bottom_on_an_xla_cpu_device(bake, tmp_path: Pa
     run_cmd([XLA_PYTHON, str(REPO / "tests" / "run_notebook.py"), str(notebook), *overrides], tmp_path, 900, env)
 
     executed = nbformat.read(tmp_path / "executed.ipynb", as_version=4)
-    setup_output = "".join(out.get("text", "") for out in executed.cells[2].outputs)
+    setup_output = "".join(out.get("text", "") for out in setup_cell(executed).outputs)
     assert "already installed: nothing to do" in setup_output, "the install cell must skip a present torch_xla"
     for path in ("main.py", "utils.py", "xla_compat.py", "README.md"):
         assert (tmp_path / path).read_bytes() == (project / path).read_bytes()
