@@ -242,3 +242,11 @@ def check_tracker_records(recorded: dict, run_dir: Path, config: dict, epochs: i
     logged_config = recorded["config"]
     for key in ("batch_size", "lr", "max_epochs", "model", "dataset"):
         assert str(logged_config.get(key)) == str(config[key]), f"config {key}: {logged_config.get(key)!r}"
+
+
+def pytest_outcomes(output: str) -> dict[str, int]:
+    """The outcomes on pytest's closing line, e.g. ``{"passed": 3}`` for "3 passed, 1 warning in 1.2s" (exact,
+    where a substring check would take "13 passed" for "3 passed"; warnings are not outcomes)."""
+    closing = output.strip().splitlines()[-1]
+    counts = {word: int(count) for count, word in re.findall(r"(\d+) (\w+)", closing)}
+    return {word: count for word, count in counts.items() if not word.startswith("warning")}

@@ -5,7 +5,7 @@ import shutil
 import subprocess
 import sys
 
-from helpers import REPO
+from helpers import REPO, pytest_outcomes
 
 
 def test_repository_python_is_ruff_clean() -> None:
@@ -27,7 +27,7 @@ def test_readme_pytest_cookies_example_passes(tmp_path) -> None:
         capture_output=True,
         text=True,
     )
-    assert proc.returncode == 0 and "2 passed" in proc.stdout, proc.stdout + proc.stderr
+    assert proc.returncode == 0 and pytest_outcomes(proc.stdout) == {"passed": 2}, proc.stdout + proc.stderr
 
 
 def test_demo_builds_only_the_base_venv_and_trains_the_default_project(tmp_path) -> None:
@@ -50,7 +50,8 @@ def test_demo_builds_only_the_base_venv_and_trains_the_default_project(tmp_path)
         timeout=600,
         env={**os.environ, "PYTHON": "false", "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1"},
     )
-    assert proc.returncode == 0, f"the demo failed (exit {proc.returncode}):\n{proc.stdout[-3000:]}{proc.stderr[-3000:]}"
+    output = proc.stdout[-3000:] + proc.stderr[-3000:]
+    assert proc.returncode == 0, f"the demo failed (exit {proc.returncode}):\n{output}"
     made = sorted(path.name for path in clone.glob(".venv*"))
     assert made == [".venv"], f"the demo must set up only the base venv, it set up {made}"
     (run_dir,) = (clone / "demo" / "vision_classification" / "logs").iterdir()
