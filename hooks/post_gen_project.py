@@ -7,6 +7,7 @@ The answers arrive as JSON on the last line; everything above it is plain Python
 """
 
 import json
+import shlex
 import shutil
 from pathlib import Path
 
@@ -105,6 +106,24 @@ def _first_bash_block(readme: str, heading: str) -> str:
     return section.split("```bash\n", 1)[1].split("\n```", 1)[0].strip()
 
 
+def install_cell(install: str) -> str:
+    """The README's pip commands as Python that runs each with the notebook's own interpreter.
+
+    Not ``%pip``: a failed ``%pip install`` prints its error and lets the next cells run, and training
+    then fails far from the cause. ``check_call`` stops the notebook at the failed install.
+    """
+    calls = []
+    for line in install.splitlines():
+        program, *args = shlex.split(line)
+        if program != "pip":
+            raise ValueError(f"the README's install block may hold pip commands only, not {line!r}")
+        calls.append(
+            f"subprocess.check_call([sys.executable, {', '.join(json.dumps(a) for a in ['-m', 'pip', *args])}])"
+        )
+    header = "# The README's install commands, with this notebook's Python: a failed install stops the notebook here."
+    return "\n".join([header, "import subprocess", "import sys", "", *calls])
+
+
 def _lines(text: str) -> list[str]:
     """Notebook sources are stored as lists of lines, each but the last ending in a newline."""
     return text.splitlines(keepends=True)
@@ -141,8 +160,7 @@ def build_notebook(ctx: dict, root: Path, name: str) -> dict:
         cells.append(("code", f"%%writefile {path.as_posix()}\n{text}"))
     cells += [
         ("markdown", "## Install the requirements"),
-        # pip commands run as %pip, which installs into the notebook's own environment.
-        ("code", "\n".join(f"%{line}" if line.startswith("pip ") else line for line in install.splitlines())),
+        ("code", install_cell(install)),
         ("markdown", "## Train\n\nThe command the project's README gives."),
         ("code", f"%%bash\n{command}"),
     ]

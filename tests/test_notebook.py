@@ -11,7 +11,7 @@ from pathlib import Path
 import nbformat
 import pytest
 import yaml
-from helpers import OFFLINE, REPO, TEMPLATES, XLA_PYTHON, readme_train_command, run_cmd
+from helpers import OFFLINE, PYTHON, REPO, TEMPLATES, XLA_PYTHON, free_port, readme_train_command, run_cmd
 
 BACKENDS = ["nccl", "gloo", "xla-tpu"]
 # The runtime each backend's notebook asks Colab for: TPU v5e-1 (free tier; the v2-8 was retired in
@@ -30,12 +30,16 @@ KAGGLE_RUNTIME = {
 }
 
 
-def setup_cell(notebook) -> nbformat.NotebookNode:
-    """The code cell under "## Set up the runtime" (found by its heading, not by its index)."""
-    heading = next(i for i, cell in enumerate(notebook.cells) if cell.source == "## Set up the runtime")
-    cell = notebook.cells[heading + 1]
-    assert cell.cell_type == "code", "a code cell follows the set-up heading"
+def cell_under(notebook, heading: str) -> nbformat.NotebookNode:
+    """The code cell right after a markdown cell that starts with ``heading`` (found by content, not index)."""
+    index = next(i for i, cell in enumerate(notebook.cells) if cell.source.startswith(heading))
+    cell = notebook.cells[index + 1]
+    assert cell.cell_type == "code", f"a code cell follows {heading!r}"
     return cell
+
+
+def setup_cell(notebook) -> nbformat.NotebookNode:
+    return cell_under(notebook, "## Set up the runtime")
 
 
 def read_notebook(project: Path) -> nbformat.NotebookNode:
@@ -96,19 +100,26 @@ def test_notebook_cells_write_every_file_byte_for_byte(bake, template: str, back
     first_write = next(i for i, s in enumerate(sources) if s.startswith("%%writefile"))
     makedirs = next(i for i, s in enumerate(sources) if 'os.makedirs("tests", exist_ok=True)' in s)
     assert makedirs < first_write, "folders must exist before the cells that write into them"
-    assert sources[-3] == "%pip install -r requirements.txt"
+    install = cell_under(notebook, "## Install the requirements").source.splitlines()
+    assert install[-1] == 'subprocess.check_call([sys.executable, "-m", "pip", "install", "-r", "requirements.txt"])'
     argv, env = readme_train_command(project, python="python")
     command = " ".join([*(f"{k}={v}" for k, v in env.items()), *argv])
-    assert sources[-1] == f"%%bash\n{command}", "the training cell must be the README's command"
+    assert cell_under(notebook, "## Train").source == f"%%bash\n{command}", "the training cell: the README's command"
+    assert sources[-1] == f"%%bash\n{command}", "training is the last cell"
 
 
 def test_install_cell_runs_the_readme_install_commands(bake) -> None:
     """visdom needs an older setuptools to build: the README says so, and the notebook installs the same way."""
     project = bake(logger="visdom")
-    install = [cell.source for cell in read_notebook(project).cells][-3]
+    install = cell_under(read_notebook(project), "## Install the requirements").source
     readme = (project / "README.md").read_text()
     assert 'pip install "setuptools<81"\npip install --no-build-isolation -r requirements.txt' in readme
-    assert install == '%pip install "setuptools<81"\n%pip install --no-build-isolation -r requirements.txt'
+    calls = [line for line in install.splitlines() if line.startswith("subprocess.check_call(")]
+    assert calls == [
+        'subprocess.check_call([sys.executable, "-m", "pip", "install", "setuptools<81"])',
+        'subprocess.check_call([sys.executable, "-m", "pip", "install", "--no-build-isolation", "-r", '
+        '"requirements.txt"])',
+    ]
 
 
 def test_same_answers_give_a_byte_identical_project(bake) -> None:
@@ -171,26 +182,67 @@ def test_tpu_setup_cell_installs_torch_xla_where_it_is_missing(bake) -> None:
     assert proc.stdout.strip() == "pip would run: ['install', 'torch==2.9.0', 'torch_xla[tpu]==2.9.0']"
 
 
+def run_notebook_alone(project: Path, tmp_path: Path, python: str, env: dict | None = None, **overrides) -> Path:
+    """Run the project's notebook alone in ``tmp_path`` (as uploaded to Colab) with ``python``'s kernel,
+    after the edits a user makes in the config.yaml cell for a quick offline run; return the executed notebook.
+    """
+    notebook = tmp_path / f"{project.name}.ipynb"
+    shutil.copy(project / notebook.name, notebook)
+    env = {"HF_HUB_OFFLINE": "1", "PATH": f"{Path(python).parent}{os.pathsep}{os.environ['PATH']}", **(env or {})}
+    config = yaml.safe_load((project / "config.yaml").read_text())
+    small = {**OFFLINE, "train_epoch_length": 2, "eval_epoch_length": 1, "log_every_iters": 2, **overrides}
+    edits = [f"{key}={value}" for key, value in small.items() if key in config or key == "master_port"]
+    run_cmd([python, str(REPO / "tests" / "run_notebook.py"), str(notebook), *edits], tmp_path, 900, env)
+    return tmp_path / "executed.ipynb"
+
+
 @pytest.mark.parametrize("template", TEMPLATES)
 def test_tpu_notebook_runs_top_to_bottom_on_an_xla_cpu_device(bake, tmp_path: Path, template: str) -> None:
     project = bake(template, backend="xla-tpu")
-    notebook = tmp_path / f"{project.name}.ipynb"
-    shutil.copy(project / notebook.name, notebook)  # the notebook alone, as uploaded to Colab
-    env = {
-        "PJRT_DEVICE": "CPU",
-        "HF_HUB_OFFLINE": "1",
-        "PATH": f"{Path(XLA_PYTHON).parent}{os.pathsep}{os.environ['PATH']}",
-    }
-    # The edits a user makes in the config.yaml cell for a quick offline run (the keys this template has).
-    config = yaml.safe_load((project / "config.yaml").read_text())
-    small = {**OFFLINE, "train_epoch_length": 2, "eval_epoch_length": 1, "log_every_iters": 2}
-    overrides = [f"{key}={value}" for key, value in small.items() if key in config]
-    run_cmd([XLA_PYTHON, str(REPO / "tests" / "run_notebook.py"), str(notebook), *overrides], tmp_path, 900, env)
-
-    executed = nbformat.read(tmp_path / "executed.ipynb", as_version=4)
+    executed = nbformat.read(run_notebook_alone(project, tmp_path, XLA_PYTHON, {"PJRT_DEVICE": "CPU"}), as_version=4)
     setup_output = "".join(out.get("text", "") for out in setup_cell(executed).outputs)
     assert "already installed: nothing to do" in setup_output, "the install cell must skip a present torch_xla"
     for path in ("main.py", "utils.py", "xla_compat.py", "README.md"):
         assert (tmp_path / path).read_bytes() == (project / path).read_bytes()
     (run_dir,) = (tmp_path / "logs").iterdir()
     assert (run_dir / "xla_metrics.json").is_file() and list(run_dir.glob("training_checkpoint_*.pt"))
+
+
+# GPU and CPU notebooks run on this CPU too (nccl's default is one process, on the CPU without a GPU);
+# between them every launcher runs: one process, spawned processes and torchrun.
+CPU_NOTEBOOKS = [
+    ("vision-classification", {"backend": "nccl"}),
+    ("text-classification", {"backend": "gloo", "launcher": "spawn"}),
+    ("gan", {"backend": "gloo", "launcher": "torchrun"}),
+]
+
+
+@pytest.mark.parametrize(("template", "answers"), CPU_NOTEBOOKS)
+def test_gpu_and_cpu_notebooks_run_top_to_bottom_on_the_cpu(bake, tmp_path: Path, template: str, answers: dict) -> None:
+    project = bake(template, **answers)
+    executed = nbformat.read(run_notebook_alone(project, tmp_path, PYTHON, master_port=free_port()), as_version=4)
+    setup_output = "".join(out.get("text", "") for out in setup_cell(executed).outputs)
+    assert "GPUs visible: 0" in setup_output, setup_output
+    assert (tmp_path / "main.py").read_bytes() == (project / "main.py").read_bytes()
+    (run_dir,) = (tmp_path / "logs").iterdir()
+    log = (run_dir / "training.log").read_text()
+    world = 1 if answers.get("launcher", "auto") == "auto" else 2
+    assert f"World size: {world}" in log, log
+    assert list(run_dir.glob("training_checkpoint_*.pt")), f"no training checkpoint in {run_dir}"
+
+
+def test_a_failed_install_stops_the_notebook_before_training(bake, tmp_path: Path) -> None:
+    """A requirement that cannot be installed (offline: --no-index) fails the install cell, and no later cell runs."""
+    project = bake(backend="gloo")
+    notebook = nbformat.read(project / f"{project.name}.ipynb", as_version=4)
+    for cell in notebook.cells:
+        if cell.source.startswith("%%writefile requirements.txt\n"):
+            cell.source += "--no-index\nno-such-package-ignite-templates==0.0.1\n"
+    path = tmp_path / f"{project.name}.ipynb"
+    nbformat.write(notebook, path)
+    proc = subprocess.run(
+        [PYTHON, str(REPO / "tests" / "run_notebook.py"), str(path)], cwd=tmp_path, capture_output=True, text=True
+    )
+    assert proc.returncode != 0, "a notebook whose install fails must stop with an error"
+    assert "CalledProcessError" in proc.stderr and "pip" in proc.stderr, proc.stderr[-3000:]
+    assert not (tmp_path / "logs").exists(), "the training cell ran after the failed install"
