@@ -10,8 +10,6 @@ import keyword
 import re
 import sys
 
-# Names the generated project uses for its own modules: a package of the same name would shadow them.
-RESERVED_SLUGS = {"data", "models", "trainers", "utils", "main", "images", "torch", "ignite", "tests"}
 HOST_PATTERN = re.compile(r"[A-Za-z0-9][A-Za-z0-9.\-]*|\[[0-9A-Fa-f:]+\]")
 PREFIX_PATTERN = re.compile(r"[A-Za-z0-9_\-]+")
 LOOPBACK = {"127.0.0.1", "localhost", "::1", "[::1]", "0.0.0.0"}
@@ -27,11 +25,14 @@ def _int_rule(ctx: dict, key: str, minimum: int, maximum: int | None = None) -> 
     return None
 
 
-def slug_errors(slug: str) -> list[str]:
+def slug_errors(slug: str, reserved: list[str]) -> list[str]:
     """The slug names the project's directory and package: a plain, importable, portable name.
 
     Underscores only between words: the directory name is the slug passed through slugify (so it
-    can never hold a path separator), and that must leave a valid slug unchanged.
+    can never hold a path separator), and that must leave a valid slug unchanged. ``reserved`` is
+    the template's ``_reserved_slugs``: its modules, the packages it must not shadow and Python's
+    keywords. The slug derived from the project name steers clear of all of these, so only a slug
+    typed by the user can be refused here.
     """
     rule = (
         "it must be a Python package name: lower-case letters and digits, words joined by single "
@@ -40,10 +41,11 @@ def slug_errors(slug: str) -> list[str]:
     if not re.fullmatch(r"[a-z][a-z0-9]*(_[a-z0-9]+)*", slug):
         hint = f"; for example 'project_{slug}'" if re.fullmatch(r"[0-9][a-z0-9_]*", slug) else ""
         return [f"project_slug={slug!r} is not allowed: {rule}{hint}"]
-    if keyword.iskeyword(slug) or slug in RESERVED_SLUGS:
+    if keyword.iskeyword(slug) or slug in reserved:
+        names = sorted(name for name in reserved if not keyword.iskeyword(name))
         return [
             f"project_slug={slug!r} is not allowed: it must not be a Python keyword or one of "
-            f"{sorted(RESERVED_SLUGS)} (the project's own modules); for example '{slug}_project'"
+            f"{names} (the project's own modules and the packages it imports); for example '{slug}_project'"
         ]
     return []
 
@@ -54,7 +56,7 @@ def validate(ctx: dict) -> list[str]:
     name = str(ctx["project_name"])
     if not name.strip() or not name.isprintable():
         errors.append(f"project_name={name!r} is not allowed: it must be non-empty printable text")
-    errors += slug_errors(str(ctx["project_slug"]))
+    errors += slug_errors(str(ctx["project_slug"]), ctx["_reserved_slugs"])
 
     checks = [
         ("nproc_per_node", 1, None),
@@ -94,7 +96,7 @@ def distributed_rules(ctx: dict) -> list[str]:
     """Rules that tie the launcher and process counts to the backend (answers already well-formed)."""
     launcher = ctx["__launcher"]  # "auto" resolved in cookiecutter.json: spawn for xla-tpu, else none
     if ctx["backend"] == "xla-tpu":
-        # A TPU v2-8/v3-8 runs 8 replicas, started by torch_xla's spawn, on one host.
+        # An 8-chip TPU host (Kaggle's v5e-8, a v4-8 or v5e-8 TPU VM) runs 8 replicas, started by torch_xla's spawn.
         given = {"launcher": launcher, "nproc_per_node": int(ctx["nproc_per_node"]), "nnodes": int(ctx["nnodes"])}
         required = {"launcher": "spawn", "nproc_per_node": 8, "nnodes": 1}
         return [

@@ -1,12 +1,13 @@
 """The pre-generation hook rejects bad answers with a message naming option, value and rule."""
 
 import importlib.util
+import keyword
 from pathlib import Path
 
 import pytest
 from cookiecutter.exceptions import FailedHookException
 from cookiecutter.main import cookiecutter
-from helpers import REPO, TEMPLATES
+from helpers import REPO, TEMPLATES, template_context
 
 
 def load_hook(name: str):
@@ -75,10 +76,66 @@ def test_an_option_a_template_does_not_ask_is_not_checked() -> None:
     ]
 
 
-def load_defaults(template: str = TEMPLATES[0]) -> dict:
-    """The template's default answers, rendered as cookiecutter would render them."""
+# Project names a user may type, each of which once gave (or could give) a slug the hook refused:
+# digits first, a module of the project, a Python keyword, nothing but punctuation, non-ASCII.
+ODD_NAMES = [
+    "3d-model",
+    "3D Vision",
+    "42",
+    "Data",
+    "utils",
+    "XLA compat",
+    "Tests",
+    "torch",
+    "class",
+    "Import",
+    "!!!",
+    "___",
+    "Modèle 3D",
+    "模型",
+    "My Model (v2)!",
+]
+
+
+@pytest.mark.parametrize("template", TEMPLATES)
+@pytest.mark.parametrize("name", ODD_NAMES)
+def test_the_slug_derived_from_any_name_is_accepted(template: str, name: str) -> None:
+    """The user never typed the slug: whatever the name, the derived one must pass the hook's rules."""
+    answers = load_defaults(template, project_name=name)
+    slug = answers["project_slug"]
+    assert PRE.slug_errors(slug, answers["_reserved_slugs"]) == [], f"name {name!r} derived the refused slug {slug!r}"
+    assert PRE.validate(answers) == []
+    assert answers["__project_dir"] == slug, "the project directory is named after the slug"
+
+
+def test_derived_slugs_keep_the_name_and_add_only_what_makes_them_valid() -> None:
+    derived = {name: load_defaults(project_name=name)["project_slug"] for name in ("3d-model", "Data", "class", "!!!")}
+    assert derived == {
+        "3d-model": "project_3d_model",
+        "Data": "data_project",
+        "class": "class_project",
+        "!!!": "project",
+    }
+
+
+@pytest.mark.parametrize("template", TEMPLATES)
+def test_every_module_a_template_generates_is_a_reserved_slug(template: str) -> None:
+    """A project named like one of its own modules would shadow it: the hook refuses such a slug."""
+    reserved = template_context(template)["_reserved_slugs"]
+    tree = REPO / template / "{{cookiecutter.__project_dir}}"
+    modules = {path.stem for path in tree.glob("*.py")}
+    packages = {path.name for path in tree.iterdir() if path.is_dir() and not path.name.startswith(".")}  # tests/
+    generated = modules | packages
+    expected = generated | {"torch", "ignite"} | {word for word in keyword.kwlist if word.islower()}
+    assert expected <= set(reserved), f"add {sorted(expected - set(reserved))} to _reserved_slugs in cookiecutter.json"
+    for name in generated:
+        assert PRE.slug_errors(name, reserved), f"project_slug={name!r} must be refused: {template} generates it"
+
+
+def load_defaults(template: str = TEMPLATES[0], **answers: str) -> dict:
+    """The template's default answers (with ``answers`` typed in), rendered as cookiecutter would render them."""
     from cookiecutter.generate import generate_context
     from cookiecutter.prompt import prompt_for_config
 
-    context = generate_context(context_file=str(REPO / template / "cookiecutter.json"))
+    context = generate_context(context_file=str(REPO / template / "cookiecutter.json"), extra_context=answers)
     return dict(prompt_for_config(context, no_input=True))

@@ -20,13 +20,13 @@ from helpers import REPO, TEMPLATES, readme_block
 REJECTED = [
     ("slug climbing out of the output dir", {"project_slug": "../evil"}, "project_slug='../evil'"),
     ("slug with a path separator", {"project_slug": "a/b"}, "project_slug='a/b'"),
-    ("name starting with a digit", {"project_name": "3D Vision"}, "for example 'project_3d_vision'"),
-    ("name that is a Python keyword", {"project_name": "class"}, "project_slug='class'"),
+    ("slug starting with a digit", {"project_slug": "3d_vision"}, "for example 'project_3d_vision'"),
     ("slug that is a keyword", {"project_slug": "import"}, "for example 'import_project'"),
     ("slug with a hyphen", {"project_slug": "my-model"}, "project_slug='my-model'"),
     ("slug with a leading underscore", {"project_slug": "_model"}, "project_slug='_model'"),
     ("slug shadowing a project module", {"project_slug": "utils"}, "project_slug='utils'"),
-    ("name with no letters or digits", {"project_name": "!!!"}, "project_slug=''"),
+    ("slug shadowing the TPU project's module", {"project_slug": "xla_compat"}, "project_slug='xla_compat'"),
+    ("empty slug", {"project_slug": ""}, "project_slug=''"),
     ("port 0", {"master_port": "0"}, "master_port='0' is not allowed: it must be a whole number from 1 to 65535"),
     ("port above 65535", {"master_port": "65536"}, "master_port='65536'"),
     ("port that is not a number", {"master_port": "http"}, "master_port='http'"),
@@ -105,6 +105,26 @@ def test_name_with_spaces_works(tmp_path: Path) -> None:
     project = generate(tmp_path, {"project_name": "My Image Project"})
     assert project.name == "my_image_project"
     assert (project / "README.md").read_text().startswith("# My Image Project\n")
+    compiles_and_lints(project)
+
+
+# Names whose slug alone would not be a valid package name: the derived slug adds what it needs.
+DERIVED_SLUGS = [
+    ("3d-model", "project_3d_model"),
+    ("Data", "data_project"),
+    ("class", "class_project"),
+    ("!!!", "project"),
+]
+
+
+@pytest.mark.parametrize("template", TEMPLATES)
+@pytest.mark.parametrize("name,slug", DERIVED_SLUGS, ids=[name for name, _ in DERIVED_SLUGS])
+def test_name_that_slugifies_to_an_invalid_package_name_works(
+    tmp_path: Path, template: str, name: str, slug: str
+) -> None:
+    project = generate(tmp_path, {"project_name": name}, template)
+    assert project.name == slug, f"project name {name!r} must give the valid slug {slug!r}, not {project.name!r}"
+    assert (project / "README.md").read_text().startswith(f"# {name}\n")
     compiles_and_lints(project)
 
 
