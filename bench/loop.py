@@ -144,7 +144,7 @@ def vision_hand_written(config: SimpleNamespace, iterations: int) -> tuple[float
 
     seed_everything(config.seed)
     loader, _ = data.setup_data(config)
-    model = models.setup_model(config.model)
+    model = models.setup_model(config.model, num_classes=data.NUM_CLASSES)
     optimizer = torch.optim.Adam(model.parameters(), lr=config.lr)
     return classifier_loop(
         config, iterations, model, optimizer, loader, config.train_epoch_length, lambda b: ((b[0],), b[1])

@@ -125,7 +125,7 @@ def vision_naive(epochs: int) -> dict:
 
     device = xm.xla_device()
     torch.manual_seed(0)
-    model = models.setup_model("resnet18").to(device)
+    model = models.setup_model("resnet18", num_classes=data.NUM_CLASSES).to(device)
     optimizer = torch.optim.Adam(model.parameters(), lr=1e-3)
     loss_fn = torch.nn.CrossEntropyLoss()
     loader = naive_loader(data.get_datasets("synthetic", "data")[0])

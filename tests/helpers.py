@@ -137,12 +137,25 @@ def make_offline(project: Path, **overrides) -> dict:
     return config
 
 
+# Ports for rendezvous and servers come from below Linux's ephemeral range (32768-60999), where the
+# system never picks a port for a connection or a bind to port 0: a port handed out here cannot be taken
+# by anything else of this suite before its run binds it. Each pytest-xdist worker has its own slice, and
+# a port another program holds is skipped.
+_WORKER = int(os.environ.get("PYTEST_XDIST_WORKER", "gw0").removeprefix("gw") or 0)
+_PORTS = iter(range(20000 + 500 * _WORKER, 20500 + 500 * _WORKER))
+
+
 def free_port() -> str:
-    """A TCP port free right now, for one distributed run's rendezvous (a fixed port would collide
-    with another run of the suite on the same machine)."""
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return str(sock.getsockname()[1])
+    """A TCP port for one distributed run's rendezvous or one server, never handed out twice in a run of
+    the suite (a fixed port would collide with another test; one the system picked could be reused)."""
+    for port in _PORTS:
+        with socket.socket() as sock:
+            try:
+                sock.bind(("", port))
+            except OSError:
+                continue  # held by another program
+            return str(port)
+    raise RuntimeError("this pytest worker has used all of its 500 ports")
 
 
 def run_cmd(cmd: list[str], cwd: Path, timeout: int = 300, env: dict | None = None) -> subprocess.CompletedProcess:
@@ -209,39 +222,62 @@ def read_log(run_dir: Path) -> dict:
     }
 
 
-def check_tracker_records(recorded: dict, run_dir: Path, config: dict, epochs: int = 2, iterations: int = 3) -> None:
+def check_tracker_records(
+    recorded: dict,
+    run_dir: Path,
+    config: dict,
+    epochs: int = 2,
+    iterations: int = 3,
+    optimizers: tuple = ("optimizer",),
+) -> None:
     """An experiment tracker holds the run (see tracker_records.py): its name, the config, and every value
-    training.log shows at the right steps (a make_offline run: loss logged every iteration).
+    training.log shows, at the steps it shows them: each loss every ``log_every_iters`` iterations (the
+    classifiers' ``train_loss``; the GAN's ``loss_d``, ``loss_g``, ``d_real``, ``d_fake``), each optimizer's
+    learning rate at the same iterations, and the eval metrics at each epoch's end (a template with an evaluator).
     """
     log = read_log(run_dir)
     series = recorded["series"]
-    assert recorded["name"] == run_dir.name, "the tracker's run is named after the run directory"
+    assert recorded["name"] == run_dir.name, f"the tracker's run is named {recorded['name']!r}, not after {run_dir}"
 
-    train = series.get("train/train_loss")
-    assert train, f"no train/train_loss among {sorted(series)}"
-    assert [step for step, _ in train] == log["iterations"] == list(range(1, epochs * iterations + 1))
-    # training.log shows 4 decimals; the tracker has the full value.
-    assert [value for _, value in train] == pytest.approx(log["losses"], abs=1e-4)
+    every = config["log_every_iters"]
+    assert log["iterations"] == list(range(every, epochs * iterations + 1, every)), "training.log's logged iterations"
+    for name in log["train"][0]:
+        logged = series.get(f"train/{name}")
+        assert logged, f"no train/{name} among {sorted(series)}"
+        assert [step for step, _ in logged] == log["iterations"], (
+            f"train/{name} must be logged every {every} iterations"
+        )
+        # training.log shows 4 decimals; the tracker has the full value.
+        assert [value for _, value in logged] == pytest.approx([values[name] for values in log["train"]], abs=1e-4)
 
     epoch_ends = [iterations * epoch for epoch in range(1, epochs + 1)]
-    for metric in ("accuracy", "loss"):
+    for metric in ("accuracy", "loss") if log["evals"] else ():
         logged = series.get(f"eval/{metric}")
         assert logged, f"no eval/{metric} among {sorted(series)}"
         assert [step for step, _ in logged] == epoch_ends, f"eval/{metric} must be logged at each epoch's end"
         expected = [float(line[metric]) for line in log["evals"]]
         assert [value for _, value in logged] == pytest.approx(expected, abs=1e-4)
+    if not log["evals"]:
+        assert not [name for name in series if name.startswith("eval")], "no evaluator, no eval series"
 
-    # The learning rate of the optimizer main.py names "optimizer": "optimizer/lr/group_0" in most trackers.
-    (lr_name,) = [name for name in series if name.startswith("optimizer/lr")]
-    learning_rates = series[lr_name]
-    assert [step for step, _ in learning_rates] == log["iterations"], "the learning rate of every logged iteration"
-    values = [value for _, value in learning_rates]
-    assert all(0.0 <= v <= config["lr"] * (1 + 1e-6) for v in values), values  # float32 in some trackers
-    assert len(set(values)) > 1, f"the learning-rate schedule must show in {lr_name}: {values}"
+    for optimizer in optimizers:
+        # Named after the optimizer in main.py: "optimizer/lr/group_0" in most trackers.
+        (lr_name,) = [name for name in series if name.startswith(f"{optimizer}/lr")]
+        learning_rates = series[lr_name]
+        assert [step for step, _ in learning_rates] == log["iterations"], (
+            f"{lr_name}: the rate of every logged iteration"
+        )
+        values = [value for _, value in learning_rates]
+        assert all(0.0 <= v <= config["lr"] * (1 + 1e-6) for v in values), values  # float32 in some trackers
+        if log["evals"]:  # the classifiers warm up, then decay; the GAN's rate is constant
+            assert len(set(values)) > 1, f"the learning-rate schedule must show in {lr_name}: {values}"
+        else:
+            assert values == pytest.approx([config["lr"]] * len(values)), lr_name
 
     logged_config = recorded["config"]
-    for key in ("batch_size", "lr", "max_epochs", "model", "dataset"):
-        assert str(logged_config.get(key)) == str(config[key]), f"config {key}: {logged_config.get(key)!r}"
+    for key in ("batch_size", "lr", "max_epochs", "model", "dataset", "z_dim"):
+        if key in config:
+            assert str(logged_config.get(key)) == str(config[key]), f"config {key}: {logged_config.get(key)!r}"
 
 
 def pytest_outcomes(output: str) -> dict[str, int]:
@@ -250,3 +286,20 @@ def pytest_outcomes(output: str) -> dict[str, int]:
     closing = output.strip().splitlines()[-1]
     counts = {word: int(count) for count, word in re.findall(r"(\d+) (\w+)", closing)}
     return {word: count for word, count in counts.items() if not word.startswith("warning")}
+
+
+def load_checkpoint(path: Path, deterministic: bool = False) -> dict:
+    """A checkpoint loaded as the generated ``resume_from`` loads it: ``weights_only``, so it runs no code.
+
+    A DeterministicEngine's trainer state holds NumPy's random state: with ``deterministic``, exactly
+    the types of that array are allowed too, as the generated code allows them (and no others).
+    """
+    import numpy as np
+    import torch
+
+    allowed = []
+    if deterministic:
+        key = np.random.get_state()[1]
+        allowed = [key.__reduce__()[0], np.ndarray, np.dtype, type(key.dtype)]
+    with torch.serialization.safe_globals(allowed):
+        return torch.load(path, map_location="cpu", weights_only=True)

@@ -71,7 +71,7 @@ def test_update_brings_template_changes_and_keeps_user_edits(template_repo: Path
 
     # The template moves on: a shared file changes (it is also a cell of the notebook).
     utils = template_repo / "common" / "project" / "utils.py"
-    old_doc = utils.read_text().splitlines()[1]
+    old_doc = next(line for line in utils.read_text().splitlines() if line.startswith('"""'))  # the docstring
     new_doc = '"""Configuration, launch, logging and checkpointing helpers (template v2)."""'
     utils.write_text(utils.read_text().replace(old_doc, new_doc, 1))
     commit_all(template_repo, "template v2")

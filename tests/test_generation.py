@@ -9,7 +9,16 @@ from pathlib import Path
 
 import pytest
 import yaml
-from helpers import DATASETS, TEMPLATES, pairwise, resolved_launcher, template_context, template_options, valid
+from helpers import (
+    DATASETS,
+    OFFLINE,
+    TEMPLATES,
+    pairwise,
+    resolved_launcher,
+    template_context,
+    template_options,
+    valid,
+)
 
 # Each template's own options, combined pairwise: (template, answers).
 BAKES = [(template, valid(combo)) for template in TEMPLATES for combo in pairwise(template_options(template))]
@@ -25,6 +34,8 @@ PROVIDED_BY = {
     "torch_xla": "torch_xla",
     "ignite": "pytorch-ignite",
     "yaml": "pyyaml",
+    "numpy": "numpy",  # resume_from allows NumPy's random state (deterministic training)
+    "tqdm": "tqdm",
     "fire": "fire",
     "hydra": "hydra-core",
     "omegaconf": "hydra-core",
@@ -57,6 +68,14 @@ def third_party_imports(project: Path) -> set[str]:
             elif isinstance(node, ast.ImportFrom) and node.level == 0:
                 names.add(node.module.split(".")[0])
     return names - own - set(sys.stdlib_module_names)
+
+
+def conftest_tiny(project: Path) -> dict:
+    """The TINY dict of the generated tests/conftest.py: the config keys its fixture makes small."""
+    for node in ast.parse((project / "tests" / "conftest.py").read_text()).body:
+        if isinstance(node, ast.Assign) and [target.id for target in node.targets] == ["TINY"]:
+            return ast.literal_eval(node.value)
+    raise AssertionError("tests/conftest.py defines no TINY dict")
 
 
 def ruff(project: Path, *args: str) -> subprocess.CompletedProcess:
@@ -110,6 +129,13 @@ def test_generated_project_is_clean(bake, template: str, combo: dict) -> None:
     # Early stopping needs an eval metric: a template without one neither asks nor configures it.
     assert ("patience" in config) == (int(combo.get("patience", 0)) > 0)
     assert ("limit_sec" in config) == (int(combo["limit_sec"]) > 0)
+    if combo["include_test"]:
+        # The tests' fixture shrinks this project's own keys, not another template's.
+        tiny = set(conftest_tiny(project))
+        foreign = sorted(tiny - set(config))
+        assert not foreign, f"tests/conftest.py sets keys config.yaml does not have: {foreign}"
+        missed = sorted(set(OFFLINE) & set(config) - tiny)
+        assert not missed, f"tests/conftest.py leaves {missed} as large as config.yaml has them (see OFFLINE)"
 
     requirements = (project / "requirements.txt").read_text()
     for tracker in TRACKERS:  # the tracker's package (named like the option value), only when chosen

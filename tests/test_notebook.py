@@ -11,7 +11,19 @@ from pathlib import Path
 import nbformat
 import pytest
 import yaml
-from helpers import OFFLINE, PYTHON, REPO, TEMPLATES, XLA_PYTHON, free_port, readme_train_command, run_cmd
+from helpers import (
+    OFFLINE,
+    PYTHON,
+    REPO,
+    TEMPLATES,
+    XLA_PYTHON,
+    free_port,
+    pairwise,
+    readme_train_command,
+    run_cmd,
+    template_options,
+    valid,
+)
 
 BACKENDS = ["nccl", "gloo", "xla-tpu"]
 # The runtime each backend's notebook asks Colab for: TPU v5e-1 (free tier; the v2-8 was retired in
@@ -122,9 +134,14 @@ def test_install_cell_runs_the_readme_install_commands(bake) -> None:
     ]
 
 
-def test_same_answers_give_a_byte_identical_project(bake) -> None:
-    answers = {"backend": "xla-tpu", "argparser": "fire", "logger": "tensorboard"}
-    first, second = bake(**answers), bake(**answers)
+# Every template with each answer set of the pairwise matrix (every value of every option appears).
+ANSWER_MATRIX = [(template, valid(combo)) for template in TEMPLATES for combo in pairwise(template_options(template))]
+
+
+@pytest.mark.parametrize(("template", "answers"), ANSWER_MATRIX)
+def test_same_answers_give_a_byte_identical_project(bake, template: str, answers: dict) -> None:
+    """cruft's update diffs rely on it: generating twice with the same answers gives the same bytes."""
+    first, second = bake(template, **answers), bake(template, **answers)
     tree = sorted(p.relative_to(first) for p in first.rglob("*") if p.is_file())
     assert tree == sorted(p.relative_to(second) for p in second.rglob("*") if p.is_file())
     for path in tree:

@@ -17,6 +17,7 @@ from helpers import (
     TEMPLATES,
     check_tracker_records,
     free_port,
+    load_checkpoint,
     make_offline,
     read_log,
     readme_block,
@@ -59,9 +60,13 @@ def test_single_process_run_trains_and_evaluates(bake, argparser: str) -> None:
         assert (run_dir / "training_checkpoint_6.pt").is_file(), "the training state is saved at the end"
     else:
         assert not list(run_dir.glob("*.pt")), "no checkpoint was asked for"
+    # Every checkpoint (training state with the scaler and DeterministicEngine's state, best models)
+    # loads as resume_from loads it: weights_only.
+    for path in run_dir.glob("*.pt"):
+        load_checkpoint(path, deterministic=options.get("deterministic", False))
     if options.get("logger") == "tensorboard":
         # What TensorBoard shows: the loss, learning rate, eval metrics and config (see tracker_records.py).
-        check_tracker_records(tracker_records.tensorboard(str(run_dir / "tensorboard")), run_dir, config)
+        check_tracker_records(tracker_records.tensorboard(str(project / "my runs")), run_dir, config)
         assert shlex.split(readme_block(project, "## Experiment tracking")) == ["tensorboard", "--logdir", "./my runs"]
 
 
@@ -84,7 +89,7 @@ def test_resumed_run_ends_at_the_same_iteration_as_an_uninterrupted_one(bake) ->
     make_offline(project, max_epochs=2, batch_size=128, train_epoch_length=None)
     run_cmd([PYTHON, "main.py", "config.yaml"], cwd=project)
     first_dir = run_dirs(project)[0]
-    uninterrupted = torch.load(first_dir / "training_checkpoint_16.pt", weights_only=False)
+    uninterrupted = load_checkpoint(first_dir / "training_checkpoint_16.pt", deterministic=True)
 
     # What a run stopped after epoch 1 leaves behind: its end-of-epoch-1 checkpoint. Resume from it.
     after_epoch_1 = first_dir / "training_checkpoint_8.pt"
@@ -95,7 +100,7 @@ def test_resumed_run_ends_at_the_same_iteration_as_an_uninterrupted_one(bake) ->
     assert "Resumed from" in log["text"]
     assert log["iterations"][0] == 9, "a resumed run continues after the saved iteration"
     assert len(log["evals"]) == 1, "only epoch 2 is left to train and evaluate"
-    resumed = torch.load(resumed_dir / "training_checkpoint_16.pt", weights_only=False)
+    resumed = load_checkpoint(resumed_dir / "training_checkpoint_16.pt", deterministic=True)
     assert resumed["trainer"]["iteration"] == uninterrupted["trainer"]["iteration"] == 16
     # Deterministic training: the resumed model is the model of the uninterrupted run.
     for name, weight in uninterrupted["model"].items():
@@ -125,7 +130,10 @@ def test_text_project_trains_with_each_launcher(bake, launcher: str) -> None:
     run_dir, log = check_run(project)
     assert f"World size: {1 if launcher == 'none' else 2}" in log["text"]
     assert "Traceback" not in proc.stderr
-    model = torch.load(run_dir / "training_checkpoint_6.pt", weights_only=False)["model"]
+    checkpoint = load_checkpoint(
+        run_dir / "training_checkpoint_6.pt", deterministic=answers.get("deterministic", False)
+    )
+    model = checkpoint["model"]
     assert {name.split(".")[0] for name in model} == {"encoder", "classifier"}
     assert not [name for name in model if "pooler" in name], "the encoder's unused pooler must be dropped"
     if overrides.get("classifier_hidden"):
@@ -148,3 +156,26 @@ def test_nccl_without_a_gpu_stops_with_advice(bake) -> None:
 def test_generated_project_tests_pass(bake, template: str) -> None:
     project = bake(template, include_test=True, logger="tensorboard", mixed_precision=True)
     run_cmd([PYTHON, "-m", "pytest", "-q", "-p", "no:cacheprovider"], cwd=project)
+
+
+class _RunsCodeWhenUnpickled:
+    """A stand-in for a hostile object in a checkpoint: unpickling it opens (creates) a file."""
+
+    def __init__(self, marker: str) -> None:
+        self.marker = marker
+
+    def __reduce__(self):
+        return open, (self.marker, "w")
+
+
+@pytest.mark.parametrize("template", TEMPLATES)
+def test_resume_from_a_checkpoint_holding_code_refuses_it_and_runs_none_of_it(bake, tmp_path, template: str) -> None:
+    # Deterministic: resume_from then also allows NumPy's random state, and still nothing else.
+    project = bake(template, launcher="none", deterministic=True)
+    marker = tmp_path / "code_ran"
+    torch.save({"trainer": {"iteration": 1, "payload": _RunsCodeWhenUnpickled(str(marker))}}, project / "evil.pt")
+    load = "import logging, utils; utils.resume_from({}, 'evil.pt', logging.getLogger())"
+    proc = subprocess.run([PYTHON, "-c", load], cwd=project, capture_output=True, text=True, timeout=300)
+    assert proc.returncode != 0, "resume_from must refuse a checkpoint that holds more than tensors and plain values"
+    assert "Weights only load failed" in proc.stderr, proc.stderr[-3000:]
+    assert not marker.exists(), "loading a checkpoint ran code from it"

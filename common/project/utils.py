@@ -1,4 +1,5 @@
 {% import "flags.j2" as flags with context %}
+{% from "commands.j2" import backend_arg with context %}
 """Configuration, launch, logging and checkpointing helpers shared by the training scripts."""
 
 {% if cookiecutter.logger == "visdom" %}
@@ -11,6 +12,7 @@ import logging
 {% if cookiecutter.logger == "mlflow" %}
 import os
 {% endif %}
+import sys
 {% if cookiecutter.argparser == "argparse" %}
 from argparse import ArgumentParser
 {% endif %}
@@ -18,7 +20,7 @@ from collections.abc import Callable
 from datetime import datetime
 from pathlib import Path
 from types import SimpleNamespace
-from typing import Any
+from typing import Any, NamedTuple
 
 {% if cookiecutter.argparser == "fire" %}
 import fire
@@ -26,8 +28,12 @@ import fire
 import hydra
 {% endif %}
 import ignite.distributed as idist
+{% if cookiecutter.deterministic %}
+import numpy as np
+{% endif %}
 import torch
 {% if flags.xla %}
+import torch_xla
 import torch_xla.debug.metrics as met
 import torch_xla.distributed.parallel_loader as pl
 import torch_xla.distributed.xla_multiprocessing as xmp
@@ -71,6 +77,7 @@ from neptune.utils import stringify_unsupported
 from omegaconf import DictConfig, OmegaConf
 {% endif %}
 from torch.utils.data.distributed import DistributedSampler
+from tqdm import tqdm
 {% if flags.xla %}
 
 import xla_compat
@@ -85,6 +92,21 @@ BACKENDS = ("xla-tpu",)
 BACKENDS = ("nccl", "gloo")
 {% endif %}
 RunFn = Callable[[int, SimpleNamespace], None]
+
+{% set generated_config %}{% include "config.yaml" %}{% endset %}
+{% set lines = namespace(long=false) %}
+# config.yaml as this project was generated, without its comments or Hydra's settings: every key the
+# code reads, with its value. A config that lacks some is refused, with these values to add. If your
+# code stops reading a key, remove it here too.
+TEMPLATE_CONFIG: dict[str, Any] = yaml.safe_load(
+    r"""
+{% for line in generated_config.splitlines() if line and not line.startswith(("#", " ", "defaults:", "hydra:")) %}
+{% set entry = line if line.endswith('"') else line.split(" # ")[0] %}
+{% set lines.long = lines.long or entry | length > 120 %}
+{{ entry }}
+{% endfor %}
+"""{{ "  # noqa: E501" if lines.long }}
+)
 
 
 {% if cookiecutter.argparser == "argparse" %}
@@ -112,7 +134,7 @@ def cli(run: RunFn) -> None:
     # An absolute config path: Hydra would resolve a relative one against this module's package.
     @hydra.main(version_base="1.3", config_path=str(Path(__file__).resolve().parent), config_name="config")
     def train(cfg: DictConfig) -> None:
-        launch(run, SimpleNamespace(**OmegaConf.to_container(cfg, resolve=True)))
+        launch(run, checked_config(OmegaConf.to_container(cfg, resolve=True), "The config Hydra composed"))
 
     train()
 {% endif %}
@@ -120,24 +142,37 @@ def cli(run: RunFn) -> None:
 
 
 def load_config(path: str | Path, **overrides: Any) -> SimpleNamespace:
-    """Read the YAML config and apply command-line overrides, refusing unknown keys."""
+    """Read the YAML config and apply command-line overrides, refusing unknown and missing keys."""
     with open(path) as f:
-        config = yaml.safe_load(f)
-    unknown = sorted(set(overrides) - set(config))
+        config = yaml.safe_load(f) or {}
+    known = set(config) | set(TEMPLATE_CONFIG)
+    unknown = sorted(set(overrides) - known)
     if unknown:
-        raise SystemExit(f"Unknown config keys {unknown}; the keys in {path} are {sorted(config)}")
+        raise SystemExit(f"Unknown config keys {unknown}; the config keys are {sorted(known)}")
     config.update(overrides)
-    return SimpleNamespace(**config)
+    return checked_config(config, str(path))
 {% endif %}
+
+
+def checked_config(config: dict[str, Any], source: str) -> SimpleNamespace:
+    """The config as attributes, once it has every key the code reads: else stop, naming all it lacks."""
+    missing = {key: value for key, value in TEMPLATE_CONFIG.items() if key not in config}
+    if missing:
+        raise SystemExit(
+            f"{source} lacks keys that this project reads: {', '.join(missing)}. Add them, for example "
+            f"with the values this project was generated with:\n{yaml.safe_dump(missing, sort_keys=False)}"
+        )
+    return SimpleNamespace(**config)
 
 
 {% if not flags.xla %}
 def check_backend(backend: str | None) -> None:
     """Fail early, with a fix, when the chosen backend cannot run on this machine."""
     if backend == "nccl" and not torch.cuda.is_available():
+        # The fix in this script's own command-line syntax: the last backend given wins.
         raise SystemExit(
-            "backend 'nccl' needs a CUDA GPU, and none is visible here. "
-            "Train on CPU with backend 'gloo' instead (--backend gloo)."
+            "backend 'nccl' needs a CUDA GPU, and none is visible here. Train on the CPU "
+            "with backend 'gloo' instead: add `{{ backend_arg("gloo") }}` at the end of the command."
         )
 
 
@@ -150,8 +185,9 @@ def launch(run: RunFn, config: SimpleNamespace) -> None:
     xmp.spawn(_xla_replica, args=(run, config), nprocs=None)
 
 
-def _xla_replica(index: int, run: RunFn, config: SimpleNamespace) -> None:
-    # ignite joins the running replica: no nproc_per_node here, which would spawn again.
+def _xla_replica(_index: int, run: RunFn, config: SimpleNamespace) -> None:
+    # xmp.spawn passes the replica's index first; ignite finds it itself. ignite joins the running
+    # replica: no nproc_per_node here, which would spawn again.
     with idist.Parallel(backend="xla-tpu") as parallel:
         parallel.run(run, config)
 {% else %}
@@ -183,8 +219,8 @@ def launch(run: RunFn, config: SimpleNamespace) -> None:
 def device_loaders(*loaders: Any) -> list[Any]:
     """Wrap loaders in torch_xla's MpDeviceLoader where ignite has not (it does for several replicas only).
 
-    The device loader copies batches to the TPU ahead of time and ends the lazy graph after each
-    step: without it, one replica's graph grows step after step and training crawls.
+    The device loader copies the next batches to the TPU while a step runs (the step ends its own lazy
+    graph: see training_engine).
     """
     if idist.get_world_size() > 1:
         return list(loaders)
@@ -192,15 +228,21 @@ def device_loaders(*loaders: Any) -> list[Any]:
 
 
 {% endif %}
+{% if flags.xla %}
 def log_world(config: SimpleNamespace, logger: logging.Logger) -> None:
-    """Log where training runs{{ "; say so when the TPU device count differs from nproc_per_node" if flags.xla }}."""
+    """Log where training runs; say so when the TPU device count differs from nproc_per_node."""
+{% else %}
+def log_world(logger: logging.Logger) -> None:
+    """Log where training runs."""
+{% endif %}
     world_size = idist.get_world_size()
     logger.info("World size: %d, backend: %s, device: %s", world_size, idist.backend(), idist.device())
 {% if flags.xla %}
     if world_size != config.nproc_per_node:
-        # Colab's free TPU is a v5e-1 (one device): training goes on, on what is there.
+        # Colab's TPUs (v5e-1, v6e-1) have one chip: training goes on, on what is there.
         logger.warning(
-            "Expected %d TPU replicas (nproc_per_node) but this runtime has %d device(s): training on %d replica(s)",
+            "Expected %d TPU replicas (nproc_per_node) but this runtime has %d device(s): training on %d "
+            "replica(s). A TPU v5e-1 (Colab) has one chip; Kaggle's TPU v5e-8 and 8-chip TPU VMs have eight.",
             config.nproc_per_node,
             world_size,
             world_size,
@@ -226,11 +268,27 @@ def setup_run_dir(config: SimpleNamespace) -> Path:
     return Path(idist.broadcast(run_dir, src=0))
 
 
+class _AboveProgressBar:
+    """The log's console stream: each record goes above the live progress bar, on a line of its own.
+
+    Written straight to stderr, a record would land in the middle of the bar's line and leave a stale
+    copy of the bar above.
+    """
+
+    def write(self, text: str) -> None:
+        # tqdm.write clears the bar, prints, then draws the bar again below.
+        tqdm.write(text, file=sys.stderr, end="")
+
+    def flush(self) -> None:
+        sys.stderr.flush()
+
+
 def setup_logging(run_dir: Path) -> logging.Logger:
     """Log to the console and to ``training.log`` in the run directory, on rank 0 only."""
     return setup_logger(
         name="train",
         format="%(asctime)s %(name)s %(levelname)s: %(message)s",
+        stream=_AboveProgressBar(),
         filepath=run_dir / "training.log",
         distributed_rank=idist.get_rank(),
     )
@@ -242,14 +300,37 @@ def log_metrics(logger: logging.Logger, epoch: int, tag: str, metrics: dict[str,
     logger.info("Epoch %d - %s: %s", epoch, tag, values)
 
 
-def training_engine(train_step: Callable[[Engine, Any], Any], train_loader: Any) -> Engine:
-    """The engine that runs ``train_step`` on each batch, with a new shuffle of the data each epoch."""
+class StepLosses(NamedTuple):
+    """The trainer's output: the names of the training step's losses, and their values in one float32 vector."""
+
+    names: tuple[str, ...]
+    values: torch.Tensor
+
+
+def training_engine(train_step: Callable[[Engine, Any], dict[str, torch.Tensor]], train_loader: Any) -> Engine:
+    """The engine that runs ``train_step`` on each batch, with a new shuffle of the data each epoch.
+
+    ``train_step`` returns its losses as a dict of tensors; the engine's output stacks them into one
+    vector, on the device, so that ``setup_handlers`` reads them all in one transfer.
+    """
+
+    def step(engine: Engine, batch: Any) -> StepLosses:
+        losses = train_step(engine, batch)
+        values = torch.stack([value.detach().float() for value in losses.values()])
+{% if flags.xla %}
+        # The step's graph ends here, the stacked losses in it: every step runs the same compiled program,
+        # and reading the losses or the weights (logging, checkpoints) at any iteration is a transfer,
+        # never a program of its own.
+        torch_xla.sync()
+{% endif %}
+        return StepLosses(tuple(losses), values)
+
 {% if cookiecutter.deterministic %}
     # DeterministicEngine reseeds the random generators per epoch (data order, dropout, noise), so a
     # resumed run sees the same batches.
-    trainer = DeterministicEngine(train_step)
+    trainer = DeterministicEngine(step)
 {% else %}
-    trainer = Engine(train_step)
+    trainer = Engine(step)
 {% endif %}
     # A device loader wraps the DataLoader; the sampler is on the DataLoader.
     sampler = getattr(getattr(train_loader, "_loader", train_loader), "sampler", None)
@@ -261,11 +342,13 @@ def training_engine(train_step: Callable[[Engine, Any], Any], train_loader: Any)
 
 def setup_handlers(
     trainer: Engine,
-{% if flags.eval_metric %}
+{% if flags.watch_evaluator %}
     evaluator: Engine,
 {% endif %}
     config: SimpleNamespace,
+{% if flags.save_checkpoints %}
     run_dir: Path,
+{% endif %}
 {% if cookiecutter.save_training %}
     to_save: dict[str, Any],
 {% endif %}
@@ -274,9 +357,9 @@ def setup_handlers(
 {% endif %}
 ) -> None:
     """Attach loss logging, progress bar, checkpoints and the optional stopping rules."""
-    # The training step returns its losses as tensors that stay on the device. They are read here,
-    # once every `log_every_iters` iterations and in one transfer (each read waits for the device),
-    # into `trainer.state.metrics` for everything that shows them.
+    # The training step returns its losses as one vector that stays on the device (training_engine). It
+    # is read here, once every `log_every_iters` iterations and in one transfer (each read waits for
+    # the device), into `trainer.state.metrics` for everything that shows them.
     every = Events.ITERATION_COMPLETED(every=config.log_every_iters)
 {% if flags.loss_history %}
     # Every value read, as (iteration, {name: value}), for the loss plot. It is part of the trainer's
@@ -293,7 +376,7 @@ def setup_handlers(
     @trainer.on(every)
     def read_losses(engine: Engine) -> None:
         output = engine.state.output
-        values = dict(zip(output, torch.stack([value.float() for value in output.values()]).tolist(), strict=True))
+        values = dict(zip(output.names, output.values.tolist(), strict=True))
         engine.state.metrics.update(values)
 {% if flags.loss_history %}
         engine.state.loss_history.append((engine.state.iteration, values))
@@ -302,11 +385,12 @@ def setup_handlers(
         engine.logger.info("Epoch %d - iteration %d: %s", engine.state.epoch, engine.state.iteration, losses)
 
     if idist.get_rank() == 0:
-        ProgressBar(persist=True).attach(trainer, metric_names="all", event_name=every)
+        # The bar moves every iteration and shows the losses last read: it reads nothing from the device.
+        ProgressBar(persist=True).attach(trainer, metric_names="all")
 {% if cookiecutter.terminate_on_nan %}
     # Checks the values just read: no extra device read.
     trainer.add_event_handler(
-        every, TerminateOnNan(output_transform=lambda output: [trainer.state.metrics[name] for name in output])
+        every, TerminateOnNan(output_transform=lambda output: [trainer.state.metrics[name] for name in output.names])
     )
 {% endif %}
 {% if cookiecutter.save_training %}
@@ -366,8 +450,15 @@ def resume_from(to_load: dict[str, Any], checkpoint_path: str | Path, logger: lo
     path = Path(checkpoint_path)
     if not path.is_file():
         raise FileNotFoundError(f"resume_from: no checkpoint file at {path}")
-    # A full unpickle: the trainer state holds more than tensors. Only load checkpoints you trust.
-    checkpoint = torch.load(path, map_location="cpu", weights_only=False)
+{% if cookiecutter.deterministic %}
+    # DeterministicEngine saves NumPy's random state with the trainer: allow exactly the types of its
+    # array (the function NumPy unpickles an array with, the array, its dtype and dtype class).
+    numpy_key = np.random.get_state()[1]
+    torch.serialization.add_safe_globals([numpy_key.__reduce__()[0], np.ndarray, np.dtype, type(numpy_key.dtype)])
+{% endif %}
+    # weights_only: tensors and plain Python values only. A checkpoint from someone else can then hold
+    # no code that loading it would run.
+    checkpoint = torch.load(path, map_location="cpu", weights_only=True)
 {% if flags.loss_history %}
     if isinstance(checkpoint.get("trainer"), dict):
         # A checkpoint written before the trainer kept its loss history: resume with an empty one.
@@ -503,18 +594,18 @@ def setup_xla_metrics(trainer: Engine, run_dir: Path, logger: logging.Logger) ->
         counts[f"{prefix}device_to_host_transfers_per_epoch"].append(transfers - since[1])
 
     @trainer.on(Events.EPOCH_STARTED)
-    def start_epoch(engine: Engine) -> None:
+    def start_epoch() -> None:
         if "eval" in mark:  # the previous epoch's evaluation has ended
             record("eval_", mark.pop("eval"))
         mark["train"] = now()
 
     @trainer.on(Events.EPOCH_COMPLETED)
-    def end_epoch(engine: Engine) -> None:
+    def end_epoch() -> None:
         record("", mark.pop("train"))
         mark["eval"] = now()
 
     @trainer.on(Events.COMPLETED)
-    def write(engine: Engine) -> None:
+    def write() -> None:
         if "eval" in mark:
             record("eval_", mark.pop("eval"))
         if idist.get_rank() == 0:

@@ -9,6 +9,9 @@ from matplotlib.figure import Figure
 from torch import nn
 from torchvision.utils import save_image
 
+# Up to this many points per line, each is marked.
+MARKED_POINTS = 50
+
 
 @torch.no_grad()
 def save_samples(generator: nn.Module, noise: torch.Tensor, path: Path) -> None:
@@ -31,8 +34,10 @@ def plot_losses(history: list[tuple[int, dict[str, float]]], path: Path) -> None
     figure = Figure(figsize=(8, 4), layout="constrained")
     axes = figure.subplots()
     iterations = [iteration for iteration, _ in history]
+    # A marker on each point while there are few: a line through one point (a short run) draws nothing.
+    marker = "o" if len(history) <= MARKED_POINTS else None
     for name, label in (("loss_d", "discriminator"), ("loss_g", "generator")):
-        axes.plot(iterations, [values[name] for _, values in history], label=label)
+        axes.plot(iterations, [values[name] for _, values in history], label=label, marker=marker, markersize=4)
     axes.set_xlabel("iteration")
     axes.set_ylabel("loss (BCE)")
     axes.legend()

@@ -75,8 +75,8 @@ def setup_trainer(
         logits_fake, loss_fake = discriminate(fake.detach(), 0.0)
         {{ backward("loss_fake") }}
 {% if flags.xla %}
-        # All-reduces the gradients across replicas, then steps. The device loader ends the lazy graph
-        # after each training step, so every iteration runs the same compiled program.
+        # All-reduces the gradients across replicas, then steps. The engine ends the lazy graph after the
+        # training step (utils.training_engine), so every iteration runs the same compiled program.
 {% endif %}
         {{ step("optimizer_d") }}
 

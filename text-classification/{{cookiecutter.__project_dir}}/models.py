@@ -37,7 +37,7 @@ class TextClassifier(nn.Module):
         return self.classifier(hidden_states[:, 0])
 
 
-def setup_model(config: SimpleNamespace, vocab_size: int, num_classes: int = 2) -> TextClassifier:
+def setup_model(config: SimpleNamespace, vocab_size: int, num_classes: int) -> TextClassifier:
     """The pretrained encoder named by ``config.model`` (a tiny random one for synthetic data) and a new classifier."""
     if config.dataset == "synthetic":
         tiny = BertConfig(vocab_size=vocab_size, max_position_embeddings=config.max_length, **TINY_ENCODER)

@@ -3,7 +3,7 @@
 
 {% include "main/classifier_imports.py" %}
 
-from data import setup_data
+from data import NUM_CLASSES, setup_data
 from models import setup_model
 from trainers import setup_evaluator, setup_trainer
 {% include "main/utils_imports.py" %}
@@ -20,7 +20,7 @@ def run(local_rank: int, config: SimpleNamespace) -> None:
     epoch_length = config.train_epoch_length or len(train_loader)
 
     device = idist.device()
-    model = idist.auto_model(setup_model(config.model))
+    model = idist.auto_model(setup_model(config.model, num_classes=NUM_CLASSES))
 {% if flags.xla %}
     # A plain optimizer on TPU: the trainer steps it with xm.optimizer_step, which also
     # all-reduces the gradients (ignite 0.5.5's auto_optim fails on XLA).

@@ -4,6 +4,8 @@ from torch import nn
 from torchvision import models
 
 
-def setup_model(name: str, num_classes: int = 10) -> nn.Module:
-    """Build any torchvision classification model by name (e.g. ``resnet18``), randomly initialised."""
+def setup_model(name: str, num_classes: int) -> nn.Module:
+    """Build any torchvision classification model by name (e.g. ``resnet18``), randomly initialised,
+    with one output per class of the data.
+    """
     return models.get_model(name, weights=None, num_classes=num_classes)

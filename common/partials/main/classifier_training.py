@@ -4,9 +4,11 @@
 {% if flags.cuda_amp %}
     # Mixed precision runs on CUDA only; the gradient scaler is part of the training state.
     scaler = torch.amp.GradScaler("cuda", enabled=config.use_amp and device.type == "cuda")
-    trainer = setup_trainer(config, model, optimizer, loss_fn, device, train_loader, scaler)
+    trainer = setup_trainer(model, optimizer, loss_fn, device, train_loader, scaler)
+{% elif flags.xla_amp %}
+    trainer = setup_trainer(model, optimizer, loss_fn, device, train_loader, use_amp=config.use_amp)
 {% else %}
-    trainer = setup_trainer(config, model, optimizer, loss_fn, device, train_loader)
+    trainer = setup_trainer(model, optimizer, loss_fn, device, train_loader)
 {% endif %}
     trainer.logger = logger
     # At the iteration's start, so that each iteration trains with the scheduled learning rate.
@@ -14,7 +16,13 @@
 {% if flags.xla %}
     setup_xla_metrics(trainer, run_dir, logger)
 {% endif %}
-    evaluator = setup_evaluator(config, model, device)
+{% if flags.cuda_amp %}
+    evaluator = setup_evaluator(model, device, use_amp=scaler.is_enabled())
+{% elif flags.xla_amp %}
+    evaluator = setup_evaluator(model, device, use_amp=config.use_amp)
+{% else %}
+    evaluator = setup_evaluator(model, device)
+{% endif %}
 {% if flags.xla %}
     # ignite metrics refuse an XLA device: they run on the CPU, fed by the evaluator.
     Accuracy(device="cpu").attach(evaluator, "accuracy")
@@ -37,9 +45,13 @@
 {% endif %}
     setup_handlers(
         trainer,
+{% if flags.watch_evaluator %}
         evaluator,
+{% endif %}
         config,
+{% if flags.save_checkpoints %}
         run_dir,
+{% endif %}
 {% if cookiecutter.save_training %}
         to_save=to_save,
 {% endif %}

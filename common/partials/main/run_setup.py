@@ -9,4 +9,4 @@
     run_dir = setup_run_dir(config)
     logger = setup_logging(run_dir)
     logger.info("Run directory: %s", run_dir)
-    log_world(config, logger)
+    log_world({{ "config, " if flags.xla }}logger)

@@ -1,3 +1,7 @@
+{#- The generated tests' fixtures. TINY holds keys of every template's config.yaml, the eval keys of a
+    template with an evaluator, and the keys a template's conftest.py sets in `tiny_extras` (dict items,
+    one a line) before the include: only keys its own config.yaml has. -#}
+{% import "flags.j2" as flags with context %}
 """Shared fixtures: a small, offline configuration built from config.yaml{{ ", and a local Visdom server" if cookiecutter.logger == "visdom" }}."""
 
 {% if cookiecutter.logger == "visdom" %}
@@ -16,21 +20,23 @@ import yaml
 PROJECT_DIR = Path(__file__).resolve().parents[1]
 
 
-# Small, fast values for the keys of config.yaml that have them (each template has its own keys).
+# Small, fast values for some of the keys of config.yaml.
 TINY = {
     "dataset": "synthetic",
     "batch_size": 4,
+{% if flags.eval_metric %}
     "eval_batch_size": 4,
+{% endif %}
     "num_workers": 0,
     "max_epochs": 2,
     "train_epoch_length": 2,
+{% if flags.eval_metric %}
     "eval_epoch_length": 2,
+{% endif %}
     "log_every_iters": 1,
-    "image_size": 16,
-    "z_dim": 16,
-    "g_filters": 8,
-    "d_filters": 8,
-    "num_samples": 16,
+{% if tiny_extras is defined %}
+    {{ tiny_extras | trim }}
+{% endif %}
 }
 
 
@@ -40,15 +46,20 @@ def config(tmp_path: Path) -> SimpleNamespace:
     values = yaml.safe_load((PROJECT_DIR / "config.yaml").read_text())
     for hydra_key in ("defaults", "hydra"):
         values.pop(hydra_key, None)
-    values.update({key: value for key, value in TINY.items() if key in values})
+    values.update(TINY)
     values.update(data_path=str(tmp_path / "data"), output_dir=str(tmp_path / "runs"), backend=None)
     return SimpleNamespace(**values)
 {% if cookiecutter.logger in ["clearml", "neptune", "polyaxon", "wandb"] %}
 
 
 @pytest.fixture(autouse=True)
+{% if cookiecutter.logger in ["clearml", "polyaxon"] %}
 def offline_tracking(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """Keep the tracker's records on this machine, under ``tmp_path``: no account or server needed."""
+{% else %}
+def offline_tracking(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Keep the tracker's records on this machine: no account or server needed."""
+{% endif %}
 {% if cookiecutter.logger == "clearml" %}
     monkeypatch.setenv("CLEARML_OFFLINE_MODE", "1")
     monkeypatch.setenv("CLEARML_CACHE_DIR", str(tmp_path / "clearml"))

@@ -40,9 +40,10 @@ def test_each_replica_joins_ignite_without_spawning_again(monkeypatch: pytest.Mo
 
     monkeypatch.setattr(utils.idist, "Parallel", FakeParallel)
     ran = []
-    utils._xla_replica(3, lambda local_rank, config: ran.append(config), SimpleNamespace(nproc_per_node=8))
+    config = SimpleNamespace(nproc_per_node=8)
+    utils._xla_replica(3, lambda local_rank, config: ran.append((local_rank, config)), config)
     assert opened == [{"backend": "xla-tpu"}], "nproc_per_node would make ignite call xmp.spawn(nprocs=8)"
-    assert len(ran) == 1
+    assert ran == [(0, config)], "run is called once, with ignite's local rank and the config"
 
 
 @pytest.mark.parametrize("devices,warned", [(8, False), (1, True), (4, True)])
@@ -57,7 +58,8 @@ def test_world_size_differing_from_nproc_per_node_is_said_in_one_line(
     if warned:
         assert warnings == [
             f"Expected 8 TPU replicas (nproc_per_node) but this runtime has {devices} device(s): "
-            f"training on {devices} replica(s)"
+            f"training on {devices} replica(s). A TPU v5e-1 (Colab) has one chip; Kaggle's TPU v5e-8 and "
+            "8-chip TPU VMs have eight."
         ]
     else:
         assert warnings == []

@@ -6,7 +6,6 @@
     targets (the labels' name). -#}
 """Training and evaluation engines."""
 
-from types import SimpleNamespace
 from typing import Any
 
 import torch
@@ -24,7 +23,6 @@ from utils import training_engine
 
 
 def setup_trainer(
-    config: SimpleNamespace,
     model: nn.Module,
     optimizer: torch.optim.Optimizer,
     loss_fn: nn.Module,
@@ -32,13 +30,13 @@ def setup_trainer(
     train_loader: Any,
 {% if flags.cuda_amp %}
     scaler: torch.amp.GradScaler,
+{% elif flags.xla_amp %}
+    use_amp: bool,
 {% endif %}
 ) -> Engine:
     """Build the engine that runs one optimisation step per batch."""
 {% if flags.cuda_amp %}
     use_amp = scaler.is_enabled()
-{% elif flags.xla_amp %}
-    use_amp = config.use_amp
 {% endif %}
 
     def train_step(engine: Engine, batch: {{ batch_type }}) -> dict[str, torch.Tensor]:
@@ -61,8 +59,8 @@ def setup_trainer(
 {% endif %}
         optimizer.zero_grad()
         loss.backward()
-        # All-reduces the gradients across replicas, then steps. The device loader ends the
-        # lazy graph after each step, so every iteration runs the same compiled program.
+        # All-reduces the gradients across replicas, then steps. The engine ends the lazy graph
+        # after the step (utils.training_engine), so every iteration runs the same compiled program.
         xm.optimizer_step(optimizer)
 {% else %}
         loss = loss_fn({{ forward }}, {{ targets }})
@@ -76,13 +74,12 @@ def setup_trainer(
     return training_engine(train_step, train_loader)
 
 
-def setup_evaluator(config: SimpleNamespace, model: nn.Module, device: torch.device) -> Engine:
-    """Build the engine that computes predictions for the metrics."""
-{% if flags.cuda_amp %}
-    use_amp = config.use_amp and device.type == "cuda"
-{% elif flags.xla_amp %}
-    use_amp = config.use_amp
+{% if cookiecutter.mixed_precision %}
+def setup_evaluator(model: nn.Module, device: torch.device, use_amp: bool) -> Engine:
+{% else %}
+def setup_evaluator(model: nn.Module, device: torch.device) -> Engine:
 {% endif %}
+    """Build the engine that computes predictions for the metrics."""
 
     @torch.no_grad()
     def eval_step(engine: Engine, batch: {{ batch_type }}) -> tuple[torch.Tensor, torch.Tensor]:

@@ -37,7 +37,8 @@ def test_image_size_must_be_a_power_of_two() -> None:
 
 def test_short_run_logs_losses_and_saves_samples_and_plot(config: SimpleNamespace) -> None:
     run(0, config)
-    (run_dir,) = Path(config.output_dir).iterdir()
+    # The run's directory (an MLflow project also keeps its mlflow.db store there).
+    (run_dir,) = (path for path in Path(config.output_dir).iterdir() if path.is_dir())
     log = (run_dir / "training.log").read_text()
     for name in ("loss_d", "loss_g", "d_real", "d_fake"):
         assert f"{name}=" in log, log

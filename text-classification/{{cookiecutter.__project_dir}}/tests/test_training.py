@@ -2,6 +2,7 @@
 
 from pathlib import Path
 from types import SimpleNamespace
+from typing import Any
 
 import pytest
 import torch
@@ -25,7 +26,12 @@ def test_every_synthetic_review_is_padded_to_max_length(config: SimpleNamespace)
 def test_imdb_path_tokenizes_the_splits_it_loads(config: SimpleNamespace, monkeypatch: pytest.MonkeyPatch) -> None:
     """The IMDB code path, given a small stand-in for the download: tests never reach the network."""
     splits = DatasetDict(train=synthetic_reviews(8, seed=0), test=synthetic_reviews(4, seed=1))
-    monkeypatch.setattr(data, "load_dataset", lambda path, **kwargs: splits)
+
+    def load_dataset(path: str, cache_dir: str) -> DatasetDict:
+        assert (path, cache_dir) == ("stanfordnlp/imdb", config.data_path), "IMDB, cached in data_path"
+        return splits
+
+    monkeypatch.setattr(data, "load_dataset", load_dataset)
     imdb = SimpleNamespace(**{**vars(config), "dataset": "imdb"})
     train, evaluation = get_datasets(imdb, setup_tokenizer(config))
     assert (len(train), len(evaluation)) == (8, 4)

@@ -2,7 +2,9 @@
 
 from pathlib import Path
 from types import SimpleNamespace
+from typing import Any
 
+import pytest
 import torch
 
 from data import IMAGE_SIZE, NUM_CLASSES, get_datasets
@@ -19,7 +21,7 @@ def test_synthetic_data_has_the_shapes_of_cifar10(tmp_path: Path) -> None:
 
 
 def test_model_gives_one_logit_per_class() -> None:
-    model = setup_model("resnet18")
+    model = setup_model("resnet18", num_classes=NUM_CLASSES)
     assert model(torch.rand(2, *IMAGE_SIZE)).shape == (2, NUM_CLASSES)
 
 
