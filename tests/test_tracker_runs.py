@@ -9,12 +9,16 @@ all be there, under the run's name (`helpers.check_tracker_records`).
 Each tracker runs in its local mode: an MLflow SQLite store; the offline modes of ClearML, Neptune,
 Polyaxon and Weights & Biases, with the exact command the README gives; Visdom, which keeps nothing
 offline, against a real Visdom server on a free loopback port. TensorBoard is checked the same way in
-test_training_runs.py, in the base venv. What no test here can check: that a hosted service
+test_training_runs.py, in the base venv. A GAN run is read back too (its four losses, both optimizers'
+learning rates, at a logging interval of 2, in the store MLFLOW_TRACKING_URI names); each tracker's
+generated tests pass offline; W&B and Neptune without credentials, and Visdom without a server, stop the
+run at once with their own message. What no test here can check: that a hosted service
 (app.clear.ml, neptune.ai, wandb.ai, a Polyaxon or MLflow server) accepts the upload, and Visdom's web
 page (the server is started without its first-run download of the page's scripts; the data API needs none).
 """
 
 import json
+import os
 import socket
 import subprocess
 import time
@@ -24,6 +28,7 @@ from pathlib import Path
 import pytest
 import tracker_records
 from helpers import (
+    OPTIONS,
     REPO,
     TRACKERS_PYTHON,
     check_tracker_records,
@@ -58,10 +63,19 @@ def records(tracker: str, where: Path | str, cwd: Path) -> dict:
     return json.loads(proc.stdout.strip().splitlines()[-1])
 
 
-def bake_and_train(bake, tmp_path: Path, logger: str, heading: str = "## Train", env: dict | None = None, **answers):
+def bake_and_train(
+    bake,
+    tmp_path: Path,
+    logger: str,
+    heading: str = "## Train",
+    env: dict | None = None,
+    template: str = "vision-classification",
+    log_every_iters: int = 1,
+    **answers,
+):
     """Bake with the tracker and train with the README command under ``heading``; return what the run made."""
-    project = bake(logger=logger, **answers)
-    config = make_offline(project)
+    project = bake(template, logger=logger, **answers)
+    config = make_offline(project, log_every_iters=log_every_iters)
     argv, command_env = readme_train_command(project, python=TRACKERS_PYTHON, heading=heading)
     home = tmp_path / "home"  # where trackers keep caches, settings and offline sessions
     home.mkdir(exist_ok=True)
@@ -126,14 +140,59 @@ def test_visdom_server_shows_the_run_after_training(bake, tmp_path: Path, visdom
     )
     assert readme_block(project, "## Experiment tracking") == "python -m visdom.server"
     # What a user's browser gets from the server once training has ended: every window, every point.
-    check_tracker_records(records("visdom", f"{visdom_server}/{run_dir.name}", project), run_dir, config)
+    check_tracker_records(records("visdom", visdom_server, project), run_dir, config)
 
 
-@pytest.mark.parametrize("tracker", ["neptune", "visdom"])
+@pytest.mark.parametrize("tracker", [t for t in OPTIONS["logger"] if t != "none"])
 def test_generated_tests_pass_with_the_tracker_offline(bake, tracker: str) -> None:
-    """The project's own tests run the training: their fixtures keep the tracker local (Neptune's debug
-    mode) or start a Visdom server, so `pytest` passes with no account, server or network.
+    """The project's own tests run the training: their fixtures keep the tracker local (offline or debug
+    modes, a Visdom server of their own; MLflow and TensorBoard are local anyway), so `pytest` passes with
+    no account, server or network.
     """
     project = bake(logger=tracker, include_test=True)
     proc = run_cmd([TRACKERS_PYTHON, "-m", "pytest", "-q", "-p", "no:cacheprovider"], cwd=project)
     assert pytest_outcomes(proc.stdout) == {"passed": 3}, proc.stdout
+
+
+def test_gan_losses_and_learning_rates_reach_the_store_that_mlflow_tracking_uri_names(bake, tmp_path: Path) -> None:
+    """One GAN run shows three claims: its four losses and both optimizers' learning rates are recorded, at a
+    logging interval that is not 1 (and does not divide the epoch), in the store MLFLOW_TRACKING_URI names
+    instead of the local default."""
+    store = tmp_path / "elsewhere.db"
+    project, run_dir, config, _ = bake_and_train(
+        bake, tmp_path, "mlflow", env={"MLFLOW_TRACKING_URI": f"sqlite:///{store}"}, template="gan", log_every_iters=2
+    )
+    assert store.is_file() and not (project / "logs" / "mlflow.db").exists(), (
+        "MLFLOW_TRACKING_URI overrides the default"
+    )
+    recorded = records("mlflow", f"sqlite:///{store}", project)
+    check_tracker_records(recorded, run_dir, config, optimizers=("generator", "discriminator"))
+    assert {"train/loss_d", "train/loss_g", "train/d_real", "train/d_fake"} <= set(recorded["series"])
+
+
+# What each tracker says when it has no credentials or server: it stops the run before the first iteration.
+NO_CREDENTIALS = {
+    "wandb": ("No API key configured", {"WANDB_BASE_URL": "http://127.0.0.1:9"}),  # a closed local port
+    "neptune": ("NEPTUNE_API_TOKEN", {}),
+    "visdom": ("Error connecting to Visdom server", {"VISDOM_SERVER_URL": "http://127.0.0.1"}),
+}
+
+
+@pytest.mark.parametrize("tracker", sorted(NO_CREDENTIALS))
+def test_a_tracker_without_credentials_or_server_stops_at_once_with_its_own_message(
+    bake, tmp_path: Path, tracker: str
+) -> None:
+    message, env = NO_CREDENTIALS[tracker]
+    project = bake(logger=tracker)
+    make_offline(project)
+    argv, _ = readme_train_command(project, python=TRACKERS_PYTHON)
+    home = tmp_path / "home"  # no saved login
+    home.mkdir()
+    env = {**os.environ, "HOME": str(home), "VISDOM_PORT": free_port(), "HF_HUB_OFFLINE": "1", **env}
+    proc = subprocess.run(
+        argv, cwd=project, env=env, capture_output=True, text=True, timeout=300, stdin=subprocess.DEVNULL
+    )
+    assert proc.returncode != 0, f"{tracker} without credentials must stop the run"
+    assert message in proc.stdout + proc.stderr, f"{tracker}'s own message is missing:\n{proc.stderr[-3000:]}"
+    (run_dir,) = run_dirs(project)
+    assert " - iteration " not in (run_dir / "training.log").read_text(), "it stops before training starts"

@@ -25,16 +25,19 @@ def one(paths: list) -> Path:
     return Path(paths[0])
 
 
-def tensorboard(log_dir: str) -> dict:
+def tensorboard(logdir: str) -> dict:
+    """The one run under ``logdir``, found as ``tensorboard --logdir`` finds it (the folder of its event files,
+    ``<run directory>/tensorboard``): its name is its first folder under ``logdir``."""
     from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
-    events = EventAccumulator(log_dir, size_guidance={"scalars": 0, "tensors": 0})
+    run = one(sorted({path.parent for path in Path(logdir).rglob("events.out.tfevents.*")}))
+    events = EventAccumulator(str(run), size_guidance={"scalars": 0, "tensors": 0})
     events.Reload()
     series = {tag: [[e.step, e.value] for e in events.Scalars(tag)] for tag in events.Tags()["scalars"]}
     (text,) = events.Tensors("config/text_summary")
     markdown = text.tensor_proto.string_val[0].decode()
     config = yaml.safe_load(markdown.removeprefix("```yaml\n").removesuffix("```"))
-    return {"name": Path(log_dir).parent.name, "config": config, "series": series}
+    return {"name": run.relative_to(logdir).parts[0], "config": config, "series": series}
 
 
 def mlflow(tracking_uri: str) -> dict:
@@ -134,15 +137,21 @@ def polyaxon(offline_root: str) -> dict:
     return {"name": meta["name"], "config": meta["inputs"], "series": series}
 
 
-def visdom(env_url: str) -> dict:
-    """The windows of one environment, as the live server holds them: ``env_url`` is ``http://host:port/<env>``.
+def _post(url: str, payload: dict) -> object:
+    with urllib.request.urlopen(urllib.request.Request(url, data=json.dumps(payload).encode()), timeout=30) as reply:
+        return json.loads(reply.read())
 
-    The same request as ``visdom.Visdom.get_window_data(env=...)`` (POST ``/win_data``).
+
+def visdom(server: str) -> dict:
+    """The one environment besides ``main`` that the live server at ``server`` (``http://host:port``) holds.
+
+    The same requests as ``visdom.Visdom.get_env_list()`` (POST ``/env_state``) and
+    ``get_window_data(env=...)`` (POST ``/win_data``).
     """
-    server, env = env_url.rsplit("/", 1)
-    body = json.dumps({"eid": env, "win": None}).encode()
-    with urllib.request.urlopen(urllib.request.Request(f"{server}/win_data", data=body), timeout=30) as response:
-        windows = json.loads(response.read()).values()
+    envs = [env for env in _post(f"{server}/env_state", {}) if env != "main"]
+    assert len(envs) == 1, f"expected one environment besides main, found {envs}"
+    env = envs[0]
+    windows = _post(f"{server}/win_data", {"eid": env, "win": None}).values()
     config, series = None, {}
     for window in windows:
         if window["type"] == "text":
