@@ -5,6 +5,7 @@ check it: exit code, run directory, logged metrics and checkpoints.
 """
 
 import math
+import re
 import shlex
 import subprocess
 import sys
@@ -47,27 +48,115 @@ def check_run(project, epochs: int = 2, iterations_per_epoch: int = 3, output_di
     return run_dir, log
 
 
+def check_best_models(run_dir, log: dict, n_saved: int) -> None:
+    """The best-model files are the ``n_saved`` epochs of highest eval accuracy in training.log, each named
+    ``best_model_<epoch>_accuracy=<score>.pt`` with the score the log shows."""
+    logged = {epoch: line["accuracy"] for epoch, line in enumerate(log["evals"], start=1)}
+    saved = {}
+    for path in run_dir.glob("best_model_*.pt"):
+        match = re.fullmatch(r"best_model_(\d+)_accuracy=(\d\.\d{4})\.pt", path.name)
+        assert match, f"{path.name}: a best model is named best_model_<epoch>_accuracy=<score>.pt"
+        saved[int(match[1])] = match[2]
+    assert len(saved) == n_saved < len(logged), f"keep the best n_saved={n_saved} of {len(logged)} epochs: {saved}"
+    for epoch, score in saved.items():
+        assert score == logged[epoch], f"the best model of epoch {epoch} is named {score}, the log says {logged[epoch]}"
+    top = sorted(map(float, logged.values()))[-n_saved:]
+    assert sorted(map(float, saved.values())) == top, f"saved {saved}, not the top {n_saved} of {logged}"
+
+
+def check_timer(log: dict, epochs: int, timer: bool) -> None:
+    """With ``timer``, each epoch logs its average time per iteration (a positive number); without, none."""
+    timed = re.findall(r"Epoch (\d+) - (\S+) s per iteration$", log["text"], flags=re.MULTILINE)
+    if not timer:
+        assert not timed, "the timer is off: no time per iteration is logged"
+        return
+    assert [int(epoch) for epoch, _ in timed] == list(range(1, epochs + 1)), f"one time per epoch:\n{log['text']}"
+    assert all(float(seconds) > 0 for _, seconds in timed), f"times per iteration must be positive: {timed}"
+
+
 @pytest.mark.parametrize("argparser", list(SINGLE_PROCESS))
-def test_single_process_run_trains_and_evaluates(bake, argparser: str) -> None:
+def test_single_process_run_trains_and_evaluates_with_the_asked_checkpoints_and_timer(bake, argparser: str) -> None:
     options = SINGLE_PROCESS[argparser]
     project = bake(argparser=argparser, launcher="none", **options)
-    config = make_offline(project)
+    # One epoch more than the checkpoints of each kind kept (n_saved, 2 by default), and the training state
+    # saved every 2 iterations too: the run must drop some of each kind.
+    saving = {"save_every_iters": 2} if options.get("save_training", True) else {}
+    config = make_offline(project, max_epochs=3, **saving)
     argv, env = readme_train_command(project)
     assert not env
     run_cmd(argv, cwd=project)
-    run_dir, _ = check_run(project, output_dir=options.get("output_dir", "./logs"))
+    run_dir, log = check_run(project, epochs=3, output_dir=options.get("output_dir", "./logs"))
+    checkpoints = {path.name for path in run_dir.glob("*.pt")}
+    training = {name for name in checkpoints if name.startswith("training_checkpoint_")}
     if options.get("save_training", True):
-        assert (run_dir / "training_checkpoint_6.pt").is_file(), "the training state is saved at the end"
-    else:
-        assert not list(run_dir.glob("*.pt")), "no checkpoint was asked for"
+        # Saved every 2 iterations and at each epoch end (2, 3, 4, 6, 8, 9): the last n_saved=2 are kept.
+        assert training == {"training_checkpoint_8.pt", "training_checkpoint_9.pt"}, sorted(checkpoints)
+    if options.get("save_best_model", True):
+        check_best_models(run_dir, log, config["n_saved"])
+    best = {name for name in checkpoints if name.startswith("best_model_")}
+    assert checkpoints == training | best, f"checkpoints of another kind: {sorted(checkpoints - training - best)}"
+    if not options.get("save_training", True):
+        assert not training, "no training checkpoint was asked for"
+    if not options.get("save_best_model", True):
+        assert not best, "no best model was asked for"
+    check_timer(log, epochs=3, timer=options.get("timer", False))
     # Every checkpoint (training state with the scaler and DeterministicEngine's state, best models)
     # loads as resume_from loads it: weights_only.
     for path in run_dir.glob("*.pt"):
         load_checkpoint(path, deterministic=options.get("deterministic", False))
     if options.get("logger") == "tensorboard":
         # What TensorBoard shows: the loss, learning rate, eval metrics and config (see tracker_records.py).
-        check_tracker_records(tracker_records.tensorboard(str(project / "my runs")), run_dir, config)
+        check_tracker_records(tracker_records.tensorboard(str(project / "my runs")), run_dir, config, epochs=3)
         assert shlex.split(readme_block(project, "## Experiment tracking")) == ["tensorboard", "--logdir", "./my runs"]
+
+
+def train_to_a_stop(project) -> dict:
+    """Train with the README's command, as a user would; return training.log (see read_log), where the
+    trainer says that a handler stopped it and the handler (EarlyStopping, TerminateOnNan, TimeLimit) why."""
+    argv, _ = readme_train_command(project)
+    run_cmd(argv, cwd=project)
+    (run_dir,) = run_dirs(project)
+    log = read_log(run_dir)
+    assert "Terminate signaled" in log["text"], f"training was not stopped by a handler:\n{log['text']}"
+    return log
+
+
+def test_early_stopping_ends_training_after_patience_epochs_without_improvement(bake) -> None:
+    project = bake(argparser="argparse", launcher="none", patience="1", save_training=False, save_best_model=False)
+    # A flat eval accuracy: a learning rate of 0 leaves the weights as they are, and squeezenet has no batch
+    # norm whose running statistics (updated by every training step) would change the eval outputs. Epoch 2
+    # is then no better than epoch 1 (ignite counts a score <= the best as no improvement).
+    make_offline(project, model="squeezenet1_1", lr=0.0, max_epochs=5)
+    log = train_to_a_stop(project)
+    accuracies = [line["accuracy"] for line in log["evals"]]
+    assert len(accuracies) == 2 and len(set(accuracies)) == 1, f"patience 1 stops after epoch 2 of 5: {accuracies}"
+    assert log["iterations"][-1] == 2 * 3, "no iteration of epoch 3 runs"
+    assert "EarlyStopping: Stop training" in log["text"], log["text"][-3000:]
+
+
+def test_a_nan_loss_stops_training_at_the_iteration_it_appears(bake) -> None:
+    project = bake(argparser="argparse", launcher="none", terminate_on_nan=True, save_training=False)
+    # lr: .inf in config.yaml. The warm-up starts at (inf - 0) * 0 = NaN: the first step makes every weight
+    # NaN, whatever the data, and the loss of iteration 2 is NaN (logged, and so checked, every iteration).
+    make_offline(project, lr=float("inf"))
+    log = train_to_a_stop(project)
+    assert log["iterations"] == [1, 2], f"training must stop at the NaN loss of iteration 2 of 6:\n{log['text']}"
+    first, second = (values["train_loss"] for values in log["train"])
+    assert math.isfinite(first) and math.isnan(second), log["train"]
+    assert not log["evals"], "a run stopped within epoch 1 never evaluates"
+    assert "TerminateOnNan: Output '[nan]' contains NaN or Inf. Stop training" in log["text"], log["text"][-3000:]
+
+
+def test_time_limit_stops_training_long_before_its_last_iteration(bake) -> None:
+    project = bake(argparser="argparse", launcher="none", limit_sec="1", save_training=False, save_best_model=False)
+    # 2000 iterations of resnet18 take a minute or more on a CPU: far beyond the limit of 1 second.
+    total = 2000
+    config = make_offline(project, max_epochs=1, train_epoch_length=total)
+    assert config["limit_sec"] == 1
+    log = train_to_a_stop(project)
+    assert log["iterations"] and log["iterations"][-1] < total, f"1 s must stop the run before iteration {total}"
+    assert not log["evals"], "the run stopped within its only epoch"
+    assert "Reached the time limit: 1 sec. Stop training" in log["text"], log["text"][-3000:]
 
 
 @pytest.mark.parametrize("launcher", ["torchrun", "spawn"])

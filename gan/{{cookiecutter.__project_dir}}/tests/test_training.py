@@ -35,7 +35,7 @@ def test_image_size_must_be_a_power_of_two() -> None:
         Generator(z_dim=16, filters=8, channels=3, image_size=48)
 
 
-def test_short_run_logs_losses_and_saves_samples_and_plot(config: SimpleNamespace) -> None:
+def test_short_run_logs_losses_and_saves_samples_plot_and_checkpoints(config: SimpleNamespace) -> None:
     run(0, config)
     # The run's directory (an MLflow project also keeps its mlflow.db store there).
     (run_dir,) = (path for path in Path(config.output_dir).iterdir() if path.is_dir())
@@ -52,8 +52,40 @@ def test_short_run_logs_losses_and_saves_samples_and_plot(config: SimpleNamespac
             assert image.format == "PNG" and image.size == (side, side)
     with Image.open(run_dir / "losses.png") as plot:
         assert plot.format == "PNG"
+{% include "pytest/short_run_checkpoints.py" %}
 {% if cookiecutter.save_training %}
-    last = max(run_dir.glob("*_checkpoint_*.pt"), key=lambda path: path.stat().st_mtime)
+    last = run_dir / f"{config.filename_prefix}_checkpoint_{saved[-1]}.pt"
     checkpoint = torch.load(last, map_location="cpu", weights_only=False)
     assert {"generator", "discriminator", "optimizer_g", "optimizer_d", "trainer"} <= set(checkpoint)
 {% endif %}
+
+
+def test_a_short_run_brings_the_generated_images_closer_to_the_data(
+    config: SimpleNamespace, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The generator learns: the mean of its images (as the sample grids show them: batch norm in eval
+    mode) moves towards the mean synthetic image, dark at the edges and bright in the middle, far from
+    the flat grey a new generator draws. A cheap statistic that needs no pretrained network; over seeds
+    0-9 the distance fell from 0.58 to between 0.26 and 0.41."""
+    learning = {"max_epochs": 2, "train_epoch_length": 50, "batch_size": 32, "lr": 2e-3}
+    config = SimpleNamespace(**{**vars(config), **learning})
+    dataset = get_dataset("synthetic", config.data_path, config.image_size, config.channels)
+    mean_real = torch.stack([dataset[index][0] for index in range(256)]).mean(0)
+    noise = torch.randn(256, config.z_dim, 1, 1, generator=torch.Generator().manual_seed(0))
+
+    @torch.no_grad()
+    def distance(generator: Generator) -> float:
+        generator.eval()
+        return (generator(noise).mean(0) - mean_real).abs().mean().item()
+
+    distances, generators = [], []
+
+    def measured_generator(*args: int) -> Generator:
+        generators.append(Generator(*args))
+        distances.append(distance(generators[0]))  # before training
+        return generators[0]
+
+    monkeypatch.setattr("main.Generator", measured_generator)
+    run(0, config)
+    distances.append(distance(generators[0]))
+    assert distances[1] < 0.8 * distances[0], f"mean-image distance before and after training: {distances}"
