@@ -291,6 +291,9 @@ def setup_logging(run_dir: Path) -> logging.Logger:
         stream=_AboveProgressBar(),
         filepath=run_dir / "training.log",
         distributed_rank=idist.get_rank(),
+        # A second run in the same process (a notebook, a test) logs to its own run directory: without
+        # reset, ignite hands back the first run's logger, still writing to the first training.log.
+        reset=True,
     )
 
 
@@ -389,9 +392,9 @@ def setup_handlers(
         ProgressBar(persist=True).attach(trainer, metric_names="all")
 {% if cookiecutter.terminate_on_nan %}
     # Checks the values just read: no extra device read.
-    trainer.add_event_handler(
-        every, TerminateOnNan(output_transform=lambda output: [trainer.state.metrics[name] for name in output.names])
-    )
+    terminate_on_nan = TerminateOnNan(lambda output: [trainer.state.metrics[name] for name in output.names])
+    terminate_on_nan.logger = trainer.logger  # why training stopped goes to training.log too
+    trainer.add_event_handler(every, terminate_on_nan)
 {% endif %}
 {% if cookiecutter.save_training %}
     # Training state at a fixed interval and at every epoch end, so a run can resume.
@@ -424,10 +427,13 @@ def setup_handlers(
     stopper = EarlyStopping(
         config.patience, score_function=lambda engine: engine.state.metrics["{{ flags.eval_metric }}"], trainer=trainer
     )
+    stopper.logger = trainer.logger
     evaluator.add_event_handler(Events.COMPLETED, stopper)
 {% endif %}
 {% if cookiecutter.limit_sec | int > 0 %}
-    trainer.add_event_handler(Events.ITERATION_COMPLETED, TimeLimit(config.limit_sec))
+    time_limit = TimeLimit(config.limit_sec)
+    time_limit.logger = trainer.logger
+    trainer.add_event_handler(Events.ITERATION_COMPLETED, time_limit)
 {% endif %}
 {% if cookiecutter.timer %}
     timer = Timer(average=True)
