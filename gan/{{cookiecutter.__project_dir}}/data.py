@@ -1,9 +1,11 @@
 """The training images: CIFAR-10, MNIST, a folder of images, or offline synthetic images of the same shapes."""
 
+from collections.abc import Callable
 from functools import partial
 from types import SimpleNamespace
 
 import ignite.distributed as idist
+import torch
 from PIL import Image
 from torch.utils.data import DataLoader, Dataset
 from torchvision import datasets
@@ -35,6 +37,34 @@ def image_transform(image_size: int, channels: int) -> T.Compose:
     )
 
 
+class SyntheticImages(Dataset):
+    """Offline images a generator can learn to imitate: a bright disc of random colour, size and place
+    on a dark background, with a little noise (the statistics a short run can match: dark edges, a
+    bright middle).
+
+    Image ``index`` is drawn from a generator seeded with ``index``: the same image at every epoch and
+    in every process. Like the real datasets, an item is a PIL image (its label, 0, is not used).
+    """
+
+    def __init__(self, size: int, transform: Callable[[Image.Image], torch.Tensor]) -> None:
+        self.size, self.transform = size, transform
+
+    def __len__(self) -> int:
+        return self.size
+
+    def __getitem__(self, index: int) -> tuple[torch.Tensor, int]:
+        rng = torch.Generator().manual_seed(index)
+        side = 64  # drawn at 64x64, then resized like any image
+        centre = side / 2 + (torch.rand(2, generator=rng) - 0.5) * side / 4
+        radius = side * (0.2 + 0.15 * float(torch.rand(1, generator=rng)))
+        y, x = torch.meshgrid(torch.arange(side), torch.arange(side), indexing="ij")
+        inside = ((y - centre[0]) ** 2 + (x - centre[1]) ** 2 <= radius**2).float()
+        colour = 0.5 + 0.5 * torch.rand(3, 1, 1, generator=rng)
+        image = 0.1 + inside * colour * 0.8 + 0.03 * torch.randn(3, side, side, generator=rng)
+        pixels = (image.clamp(0, 1) * 255).round().to(torch.uint8).permute(1, 2, 0).numpy()
+        return self.transform(Image.fromarray(pixels)), 0
+
+
 def get_dataset(name: str, data_path: str, image_size: int, channels: int) -> Dataset:
     """Return the training set; its labels, if any, are not used."""
     transform = image_transform(image_size, channels)
@@ -46,8 +76,8 @@ def get_dataset(name: str, data_path: str, image_size: int, channels: int) -> Da
         # Every image under data_path, in one or more sub-folders (torchvision's ImageFolder layout).
         return datasets.ImageFolder(data_path, transform=transform)
     if name == "synthetic":
-        # Random images, generated on the fly: no download, the shapes of the real data.
-        return datasets.FakeData(SYNTHETIC_SIZE, (channels, image_size, image_size), transform=transform)
+        # Learnable images made on the fly: no download; the same transform gives the real data's shapes.
+        return SyntheticImages(SYNTHETIC_SIZE, transform)
     raise ValueError(f"dataset={name!r} is not supported: use one of {DATASETS}")
 
 

@@ -32,13 +32,16 @@ def setup_tokenizer(config: SimpleNamespace) -> PreTrainedTokenizerBase:
         return AutoTokenizer.from_pretrained(config.model)
 
 
-def synthetic_reviews(size: int, seed: int) -> Dataset:
-    """Random reviews of 10 to 400 words; three sentiment words among them give the label."""
+def synthetic_reviews(size: int, seed: int, max_words: int) -> Dataset:
+    """Random reviews of 10 to ``max_words`` words (at most 400); three sentiment words among them give
+    the label. Every review fits ``max_length`` tokens (one a word), so its label is in what the model reads.
+    """
     rng = random.Random(seed)
     texts, labels = [], []
     for _ in range(size):
         label = rng.randrange(NUM_CLASSES)
-        words = rng.choices(FILLER, k=rng.randint(7, 397)) + rng.choices(SENTIMENT[label], k=3)
+        filler = rng.randint(7, max(7, min(max_words, 400) - 3))
+        words = rng.choices(FILLER, k=filler) + rng.choices(SENTIMENT[label], k=3)
         rng.shuffle(words)
         texts.append(" ".join(words))
         labels.append(label)
@@ -52,7 +55,8 @@ def get_datasets(config: SimpleNamespace, tokenizer: PreTrainedTokenizerBase) ->
         train, evaluation = imdb["train"], imdb["test"]
     elif config.dataset == "synthetic":
         train_size, eval_size = SYNTHETIC_SIZES
-        train, evaluation = synthetic_reviews(train_size, seed=0), synthetic_reviews(eval_size, seed=1)
+        max_words = config.max_length - 2  # [CLS] and [SEP] take two of the tokens
+        train, evaluation = synthetic_reviews(train_size, 0, max_words), synthetic_reviews(eval_size, 1, max_words)
     else:
         raise ValueError(f"dataset={config.dataset!r} is not supported: use 'imdb' or 'synthetic'")
 

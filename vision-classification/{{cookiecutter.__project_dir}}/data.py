@@ -1,8 +1,13 @@
 """Datasets and data loaders: CIFAR-10, or offline synthetic images of the same shapes."""
 
+import colorsys
+import math
+from collections.abc import Callable
 from types import SimpleNamespace
 
 import ignite.distributed as idist
+import torch
+from PIL import Image
 from torch.utils.data import DataLoader, Dataset
 from torchvision import datasets
 from torchvision import transforms as T
@@ -16,6 +21,36 @@ NUM_CLASSES = 10
 SYNTHETIC_SIZES = (1024, 256)
 
 
+class SyntheticImages(Dataset):
+    """Offline images of CIFAR-10's shape that a model can learn: each class has its own colour and
+    stripe direction, under random brightness, stripe phase and pixel noise.
+
+    Image ``index`` is drawn from a generator seeded with ``seed`` and ``index``: the same image at
+    every epoch and in every process, with no file and no download.
+    """
+
+    def __init__(self, size: int, seed: int, transform: Callable[[Image.Image], torch.Tensor]) -> None:
+        self.size, self.seed, self.transform = size, seed, transform
+
+    def __len__(self) -> int:
+        return self.size
+
+    def __getitem__(self, index: int) -> tuple[torch.Tensor, int]:
+        rng = torch.Generator().manual_seed(self.seed * self.size + index)
+        label = int(torch.randint(NUM_CLASSES, (1,), generator=rng))
+        colour = torch.tensor(colorsys.hsv_to_rgb(label / NUM_CLASSES, 0.8, 1.0)).view(3, 1, 1)
+        # Stripes across the image, in a direction of the class's own (3 periods over the image).
+        angle = math.pi * label / NUM_CLASSES
+        y, x = torch.meshgrid(torch.arange(32.0), torch.arange(32.0), indexing="ij")
+        phase = 2 * math.pi * float(torch.rand(1, generator=rng))
+        stripes = torch.sin(2 * math.pi * 3 * (x * math.cos(angle) + y * math.sin(angle)) / 32 + phase)
+        brightness = 0.6 + 0.4 * float(torch.rand(1, generator=rng))
+        image = colour * brightness * (0.75 + 0.25 * stripes) + 0.08 * torch.randn(IMAGE_SIZE, generator=rng)
+        pixels = (image.clamp(0, 1) * 255).round().to(torch.uint8).permute(1, 2, 0).numpy()
+        # A PIL image, as torchvision's CIFAR10 gives: the same transforms apply to both.
+        return self.transform(Image.fromarray(pixels)), label
+
+
 def get_datasets(name: str, data_path: str) -> tuple[Dataset, Dataset]:
     """Return the train and eval datasets, with augmentation on the train set only."""
     train_transform = T.Compose(
@@ -26,10 +61,10 @@ def get_datasets(name: str, data_path: str) -> tuple[Dataset, Dataset]:
         train = datasets.CIFAR10(data_path, train=True, download=True, transform=train_transform)
         evaluation = datasets.CIFAR10(data_path, train=False, download=True, transform=eval_transform)
     elif name == "synthetic":
-        # Random images and labels, generated on the fly: no download, same shapes as CIFAR-10.
+        # Learnable images made on the fly: no download, the shapes of CIFAR-10; other images for eval.
         train_size, eval_size = SYNTHETIC_SIZES
-        train = datasets.FakeData(train_size, IMAGE_SIZE, NUM_CLASSES, train_transform, random_offset=0)
-        evaluation = datasets.FakeData(eval_size, IMAGE_SIZE, NUM_CLASSES, eval_transform, random_offset=train_size)
+        train = SyntheticImages(train_size, seed=0, transform=train_transform)
+        evaluation = SyntheticImages(eval_size, seed=1, transform=eval_transform)
     else:
         raise ValueError(f"dataset={name!r} is not supported: use 'cifar10' or 'synthetic'")
     return train, evaluation

@@ -1,5 +1,6 @@
-"""Fast checks of the data, the model and a short training run, on CPU with synthetic data (offline)."""
+"""Fast checks of the data, the model and short training runs, on CPU with synthetic data (offline)."""
 
+import re
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
@@ -25,7 +26,7 @@ def test_every_synthetic_review_is_padded_to_max_length(config: SimpleNamespace)
 
 def test_imdb_path_tokenizes_the_splits_it_loads(config: SimpleNamespace, monkeypatch: pytest.MonkeyPatch) -> None:
     """The IMDB code path, given a small stand-in for the download: tests never reach the network."""
-    splits = DatasetDict(train=synthetic_reviews(8, seed=0), test=synthetic_reviews(4, seed=1))
+    splits = DatasetDict(train=synthetic_reviews(8, 0, max_words=20), test=synthetic_reviews(4, 1, max_words=20))
 
     def load_dataset(path: str, cache_dir: str) -> DatasetDict:
         assert (path, cache_dir) == ("stanfordnlp/imdb", config.data_path), "IMDB, cached in data_path"
@@ -51,3 +52,19 @@ def test_model_gives_one_logit_per_class_whatever_the_padding(config: SimpleName
 
 
 {% include "pytest/classifier_short_run.py" %}
+
+
+{# A run that learns: the tiny encoder starts from random weights, so it takes a larger learning rate
+   than fine-tuning. Over seeds 0-9 its final eval accuracy was 1.00 every time (chance: 0.50). #}
+{% set learning %}
+"max_epochs": 2,
+"train_epoch_length": 30,
+"batch_size": 32,
+"eval_epoch_length": 4,
+"eval_batch_size": 16,
+"lr": 3e-3,
+"max_length": 64,
+"dropout": 0.0,
+{% endset %}
+{% set min_accuracy = 0.8 %}
+{% include "pytest/classifier_learns.py" %}

@@ -1,5 +1,6 @@
-"""Fast checks of the data, the model and a short training run, on CPU with synthetic data."""
+"""Fast checks of the data, the model and short training runs, on CPU with synthetic data."""
 
+import re
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
@@ -26,3 +27,15 @@ def test_model_gives_one_logit_per_class() -> None:
 
 
 {% include "pytest/classifier_short_run.py" %}
+
+
+{# A run that learns: over seeds 0-9 its final eval accuracy was 0.73 to 0.98 (chance: 0.10). #}
+{% set learning %}
+"max_epochs": 2,
+"train_epoch_length": 10,
+"batch_size": 16,
+"eval_epoch_length": 4,
+"eval_batch_size": 16,
+{% endset %}
+{% set min_accuracy = 0.5 %}
+{% include "pytest/classifier_learns.py" %}
