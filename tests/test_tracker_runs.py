@@ -151,7 +151,8 @@ def test_generated_tests_pass_with_the_tracker_offline(bake, tracker: str) -> No
     """
     project = bake(logger=tracker, include_test=True)
     proc = run_cmd([TRACKERS_PYTHON, "-m", "pytest", "-q", "-p", "no:cacheprovider"], cwd=project)
-    assert pytest_outcomes(proc.stdout) == {"passed": 3}, proc.stdout
+    outcomes = pytest_outcomes(proc.stdout)
+    assert set(outcomes) == {"passed"} and outcomes["passed"] >= 4, f"every generated test passes: {outcomes}"
 
 
 def test_gan_losses_and_learning_rates_reach_the_store_that_mlflow_tracking_uri_names(bake, tmp_path: Path) -> None:
