@@ -12,7 +12,19 @@ import numpy as np
 import pytest
 import torch
 import yaml
-from helpers import PYTHON, free_port, load_checkpoint, make_offline, read_log, readme_train_command, run_cmd, run_dirs
+from helpers import (
+    PYTHON,
+    check_both_ranks_trained,
+    differences,
+    free_port,
+    load_checkpoint,
+    make_offline,
+    read_log,
+    readme_train_command,
+    run_cmd,
+    run_dirs,
+    run_recording_ranks,
+)
 from PIL import Image
 
 LOSSES = ("loss_d", "loss_g", "d_real", "d_fake")
@@ -101,18 +113,20 @@ def test_single_process_run_saves_samples_plot_and_both_networks(bake) -> None:
 
 
 @pytest.mark.parametrize("launcher", ["torchrun", "spawn"])
-def test_two_process_gloo_run_trains_both_networks_on_both_ranks(bake, launcher: str) -> None:
+def test_two_process_gloo_run_trains_both_networks_on_both_ranks(bake, tmp_path, launcher: str) -> None:
     project = bake("gan", backend="gloo", launcher=launcher, nproc_per_node="2", master_port=free_port())
     # batch_size is global: 8 per step split into 4 per process. The default logging interval (10)
     # over 2 epochs of 6 iterations: one point per line in the loss plot.
     assert yaml.safe_load((project / "config.yaml").read_text())["log_every_iters"] == 10
     make_offline(project, train_epoch_length=6, log_every_iters=10)
     argv, _ = readme_train_command(project)
-    proc = run_cmd(argv, cwd=project, timeout=600)
+    # The log is rank 0's: what rank 1 did is recorded in each process by the test's probe.
+    proc, ranks = run_recording_ranks(argv, project, tmp_path / "ranks")
     run_dir, log = check_gan_run(project, iterations_per_epoch=6)
     assert log["iterations"] == [10]
     assert "World size: 2" in log["text"], "training must run in a world of 2 processes"
-    assert (run_dir / "training_checkpoint_12.pt").is_file()
+    checkpoint = load_checkpoint(run_dir / "training_checkpoint_12.pt")
+    check_both_ranks_trained(ranks, iterations=12, networks=[checkpoint["generator"], checkpoint["discriminator"]])
     assert "Traceback" not in proc.stderr
 
 
@@ -137,8 +151,13 @@ def test_resumed_run_ends_with_the_networks_of_an_uninterrupted_one(bake) -> Non
     history = resumed["trainer"]["loss_history"]
     assert [iteration for iteration, _ in history] == [4, 8, 12, 16], "the resumed plot must show the whole run"
     check_loss_plot(project, resumed_dir / "losses.png", points=4)
-    for (_, resumed_losses), (_, losses) in zip(history, uninterrupted["trainer"]["loss_history"], strict=True):
-        assert resumed_losses == pytest.approx(losses, abs=1e-4)
+    # Deterministic training on a CPU: the resumed run ends with the uninterrupted run's state, bit for bit:
+    # both networks, both optimizers' moments and param groups, the trainer (iteration, epoch, random
+    # states, the losses of every logged iteration). Anything else would mean the data order or a random
+    # draw (the noise, the samples) changed on resume.
+    assert set(resumed) == set(uninterrupted), "both checkpoints hold the same objects"
+    diffs = differences(resumed, uninterrupted)
+    assert not diffs, "the resumed run's last checkpoint differs from the uninterrupted run's:\n" + "\n".join(diffs)
     # A checkpoint from before the trainer kept its history still resumes, with the history starting empty.
     old_checkpoint = load_checkpoint(after_epoch_1, deterministic=True)
     del old_checkpoint["trainer"]["loss_history"]
@@ -146,13 +165,9 @@ def test_resumed_run_ends_with_the_networks_of_an_uninterrupted_one(bake) -> Non
     run_cmd([PYTHON, "main.py", "config.yaml", "--resume_from=old_checkpoint.pt"], cwd=project)
     old_resumed = load_checkpoint(run_dirs(project)[2] / "training_checkpoint_16.pt", deterministic=True)
     assert [iteration for iteration, _ in old_resumed["trainer"]["loss_history"]] == [12, 16]
-    for network in ("generator", "discriminator"):
-        for name, weight in uninterrupted[network].items():
-            assert torch.allclose(resumed[network][name].float(), weight.float(), atol=1e-5), f"{network}.{name}"
-    # Adam's moments too: the optimizers were restored, not restarted.
-    for optimizer in ("optimizer_g", "optimizer_d"):
-        for index, state in uninterrupted[optimizer]["state"].items():
-            assert torch.allclose(resumed[optimizer]["state"][index]["exp_avg"], state["exp_avg"], atol=1e-5)
+    del old_resumed["trainer"]["loss_history"], resumed["trainer"]["loss_history"]
+    diffs = differences(old_resumed, resumed)
+    assert not diffs, "a checkpoint without a loss history must resume the same training:\n" + "\n".join(diffs)
 
 
 def test_generated_gan_project_tests_pass(bake) -> None:

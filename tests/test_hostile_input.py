@@ -5,6 +5,7 @@ One row per case. "works" rows bake and check that the value lands only where it
 no directory is left behind, inside the output directory or next to it.
 """
 
+import os
 import shlex
 import subprocess
 import sys
@@ -145,12 +146,49 @@ def test_name_with_quotes_and_backslashes_works(tmp_path: Path, template: str) -
     compiles_and_lints(project)
 
 
-def test_shell_syntax_in_the_name_never_reaches_a_shell(tmp_path: Path) -> None:
+def shell_commands(project: Path) -> list[str]:
+    """The command lines a user runs in a shell: the README's ``bash`` blocks and the notebook's ``%%bash`` cells."""
+    notebook = yaml.safe_load((project / f"{project.name}.ipynb").read_text())  # JSON is YAML
+    cells = ["".join(c["source"]) for c in notebook["cells"] if c["cell_type"] == "code"]
+    scripts = [cell.removeprefix("%%bash\n") for cell in cells if cell.startswith("%%bash\n")]
+    readme = (project / "README.md").read_text()
+    scripts += [part.split("\n```", 1)[0] for part in readme.split("```bash\n")[1:]]
+    return [line for script in scripts for line in script.splitlines() if line.strip() and not line.startswith("#")]
+
+
+# Stand-ins for the programs the commands start: each appends its name and arguments to $STAND_IN_LOG.
+STAND_INS = ("python", "pip", "pytest", "torchrun", "tensorboard", "mlflow")
+STAND_IN = """#!/bin/sh
+{ printf '%s' "${0##*/}"; printf ' %s' "$@"; printf '\\n'; } >> "$STAND_IN_LOG"
+"""
+
+
+@pytest.mark.parametrize("template", TEMPLATES)
+def test_shell_syntax_in_the_name_never_reaches_a_shell(tmp_path: Path, template: str) -> None:
     marker = tmp_path / "pwned"
-    project = generate(tmp_path, {"project_name": f"a;b $(touch {marker}) `touch {marker}`"})
-    assert not marker.exists()
+    name = f"a;b $(touch {marker}) `touch {marker}`; touch {marker}"
+    project = generate(tmp_path, {"project_name": name}, template)
+    assert not marker.exists(), "generating the project ran the name"
     assert "touch" not in shell_cells(project), "the project name must not appear in any command"
-    compiles_and_lints(project)
+    # Run every command as a user pastes it into bash, the programs it starts replaced by stand-ins.
+    commands = shell_commands(project)
+    assert commands, "the README shows commands to run"
+    for line in commands:
+        program = next(word for word in shlex.split(line) if "=" not in word)  # after any VAR=value
+        assert program in STAND_INS, f"`{line}` starts a program this test has no stand-in for"
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    for program in STAND_INS:
+        (bin_dir / program).write_text(STAND_IN)
+        (bin_dir / program).chmod(0o755)
+    log = tmp_path / "commands.log"
+    env = {**os.environ, "PATH": f"{bin_dir}{os.pathsep}{os.environ['PATH']}", "STAND_IN_LOG": str(log)}
+    for line in commands:
+        proc = subprocess.run(["bash", "-c", line], cwd=project, env=env, capture_output=True, text=True, timeout=60)
+        assert proc.returncode == 0, f"`{line}` failed in bash: {proc.stderr}"
+    ran = log.read_text().splitlines()
+    assert len(ran) == len(commands), f"each command must start one program: {commands} ran {ran}"
+    assert not marker.exists(), f"the shell ran part of the project name from one of {commands}"
 
 
 # The trackers' viewer commands in the README, and the words they must split into.

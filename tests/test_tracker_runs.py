@@ -130,7 +130,11 @@ def visdom_server(tmp_path: Path) -> Iterator[str]:
         yield f"http://127.0.0.1:{port}"
     finally:
         server.terminate()
-        server.wait(timeout=30)
+        try:
+            server.wait(timeout=30)
+        except subprocess.TimeoutExpired:  # stuck: force it, rather than leave it running
+            server.kill()
+            server.wait(timeout=30)
 
 
 def test_visdom_server_shows_the_run_after_training(bake, tmp_path: Path, visdom_server: str) -> None:

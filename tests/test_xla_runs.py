@@ -1,7 +1,8 @@
 """TPU projects train for real on one XLA CPU device (PJRT_DEVICE=CPU), in the TPU environment.
 
-No TPU exists here: the single-device path runs for real, the 8-replica launch logic is unit-tested
-by the generated project's own tests (tests/test_xla.py), run here in the same environment.
+No TPU exists here: the single-device path runs for real, and so does the launch (one replica on the one
+device, in the generated project's own tests/test_xla.py, run here in the same environment, which also
+unit-tests the logic for 8 replicas).
 """
 
 import importlib.util
@@ -11,10 +12,45 @@ from pathlib import Path
 
 import pytest
 import yaml
-from helpers import XLA_PYTHON, load_checkpoint, make_offline, read_log, readme_train_command, run_cmd, run_dirs
+from helpers import (
+    PYTHON,
+    XLA_PYTHON,
+    load_checkpoint,
+    make_offline,
+    read_log,
+    readme_train_command,
+    run_cmd,
+    run_dirs,
+)
 from torchvision.models import resnet18
 
 CPU_XLA = {"PJRT_DEVICE": "CPU"}
+
+# Run in the base venv: loads a checkpoint as a user without torch_xla would, with no map_location (a
+# tensor saved on the XLA device would then fail to load, or load onto it), and prints where its tensors are.
+LOAD_AS_SAVED = """
+import importlib.util, json, sys, torch
+
+def tensors(value):
+    if isinstance(value, torch.Tensor):
+        yield value
+    elif isinstance(value, dict | list | tuple):
+        for item in value.values() if isinstance(value, dict) else value:
+            yield from tensors(item)
+
+checkpoint = torch.load(sys.argv[1], weights_only=True)
+devices = [str(tensor.device) for tensor in tensors(checkpoint)]
+print(json.dumps({"torch_xla": importlib.util.find_spec("torch_xla") is not None, "devices": devices}))
+"""
+
+
+def check_loads_without_torch_xla(checkpoint: Path) -> None:
+    """The checkpoint of an XLA run holds CPU tensors as saved: it loads where no XLA device exists."""
+    proc = run_cmd([PYTHON, "-c", LOAD_AS_SAVED, str(checkpoint)], cwd=checkpoint.parent)
+    loaded = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert not loaded["torch_xla"], f"{PYTHON} must be an environment without torch_xla"
+    assert loaded["devices"], f"{checkpoint.name} holds no tensors"
+    assert set(loaded["devices"]) == {"cpu"}, f"{checkpoint.name} must hold CPU tensors only: {loaded['devices']}"
 
 
 @pytest.fixture(autouse=True)
@@ -62,10 +98,10 @@ def test_xla_project_trains_3_epochs_and_stops_compiling(bake, template: str) ->
     assert metrics["device_to_host_transfers_per_epoch"] == [2, 2, 3], metrics
     assert metrics["eval_compilations_per_epoch"][2] == 0, metrics
 
-    # The checkpoint loads where there is no torch_xla at all (this test's environment).
+    # The checkpoint loads where there is no torch_xla at all, into the model a GPU or CPU user would build.
+    check_loads_without_torch_xla(run_dir / "training_checkpoint_12.pt")
     checkpoint = load_checkpoint(run_dir / "training_checkpoint_12.pt")  # as resume_from loads it
     assert checkpoint["trainer"]["iteration"] == 12
-    assert all(t.device.type == "cpu" for t in checkpoint["model"].values())
     if template == "vision-classification":
         resnet18(num_classes=10).load_state_dict(checkpoint["model"])
     else:
@@ -104,6 +140,7 @@ def test_gan_trains_3_epochs_in_bf16_and_stops_compiling(bake) -> None:
     assert metrics["eval_device_to_host_transfers_per_epoch"] == [1, 1, 1], "one transfer per sample grid"
 
     # The checkpoint loads where there is no torch_xla, into the project's own networks.
+    check_loads_without_torch_xla(run_dir / "training_checkpoint_12.pt")
     checkpoint = load_checkpoint(run_dir / "training_checkpoint_12.pt")  # as resume_from loads it
     models = load_module(project / "models.py")
     c = yaml.safe_load((project / "config.yaml").read_text())

@@ -74,30 +74,53 @@ def offline_tracking(monkeypatch: pytest.MonkeyPatch) -> None:
 {% elif cookiecutter.logger == "visdom" %}
 
 
+def start_visdom_server(env_path: Path, output: Path) -> tuple[subprocess.Popen, int]:
+    """Start a Visdom server on a free local port; return it and its port once it listens.
+
+    The port is free when chosen, but another program could take it before the server binds it: the
+    server then exits, and another port is tried.
+    """
+    for _attempt in range(3):
+        with socket.socket() as probe:
+            probe.bind(("127.0.0.1", 0))
+            port = probe.getsockname()[1]
+        # Not `python -m visdom.server`: that first downloads the web page's scripts, which the API does not need.
+        command = [sys.executable, "-u", "-c", "from visdom.server.run_server import main; main()"]
+        command += ["-port", str(port), "--hostname", "127.0.0.1", "-env_path", str(env_path)]
+        with open(output, "w") as log:
+            server = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT)
+        deadline = time.monotonic() + 60
+        # Printed once the server listens: then the port is its own, never another program's.
+        while "You can navigate to" not in output.read_text():
+            if server.poll() is not None:
+                break  # it could not start, e.g. the port was taken meanwhile: try another
+            if time.monotonic() > deadline:
+                stop_server(server)
+                pytest.fail(f"the Visdom server did not start within 60 s; its output:\n{output.read_text()}")
+            time.sleep(0.2)
+        else:
+            return server, port
+    pytest.fail(f"the Visdom server exited 3 times on start; its last output:\n{output.read_text()}")
+
+
+def stop_server(server: subprocess.Popen) -> None:
+    """Stop a server, forcing it after 10 s: a stuck server must not hang the tests."""
+    server.terminate()
+    try:
+        server.wait(timeout=10)
+    except subprocess.TimeoutExpired:
+        server.kill()
+        server.wait(timeout=10)
+
+
 @pytest.fixture(autouse=True)
 def visdom_server(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     """A Visdom server on a free local port for the training runs to log to."""
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
-    # Not `python -m visdom.server`: that first downloads the web page's scripts, which the API does not need.
-    command = [sys.executable, "-c", "from visdom.server.run_server import main; main()"]
-    command += ["-port", str(port), "--hostname", "127.0.0.1", "-env_path", str(tmp_path / "visdom")]
-    server = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    server, port = start_visdom_server(tmp_path / "visdom", tmp_path / "visdom.log")
     try:
-        deadline = time.monotonic() + 60
-        while True:
-            try:
-                socket.create_connection(("127.0.0.1", port), timeout=1).close()
-                break
-            except OSError:
-                if server.poll() is not None or time.monotonic() > deadline:
-                    raise RuntimeError("the Visdom server did not start") from None
-                time.sleep(0.2)
         monkeypatch.setenv("VISDOM_SERVER_URL", "http://127.0.0.1")
         monkeypatch.setenv("VISDOM_PORT", str(port))
         yield
     finally:
-        server.terminate()
-        server.wait()
+        stop_server(server)
 {% endif %}

@@ -1,8 +1,14 @@
 """The TPU launch logic, checked without a TPU: spawn, replica start-up, world-size check, shim."""
 
+import json
 import logging
+import os
+import subprocess
+import sys
+from pathlib import Path
 from types import SimpleNamespace
 
+import ignite.distributed as idist
 import pytest
 import torch_xla.core.xla_model as xm
 import torch_xla.runtime as xr
@@ -10,16 +16,45 @@ import torch_xla.runtime as xr
 import utils
 import xla_compat
 
+TESTS_DIR = Path(__file__).resolve().parent
 
-def test_launch_spawns_one_replica_per_device(monkeypatch: pytest.MonkeyPatch) -> None:
-    calls = []
-    monkeypatch.setattr(utils.xmp, "spawn", lambda fn, args, nprocs: calls.append((fn, args, nprocs)))
-    config = SimpleNamespace(nproc_per_node=8)
-    utils.launch(print, config)
-    (fn, args, nprocs) = calls[0]
-    # PJRT accepts nprocs=None (all devices) or 1 only: 8 would raise on torch_xla >= 2.6.
-    assert nprocs is None
-    assert fn is utils._xla_replica and args == (print, config)
+
+def record_replica(local_rank: int, config: SimpleNamespace) -> None:
+    """A stand-in for ``main.run``: each replica writes where it runs, for the test below to read."""
+    replica = {
+        "local_rank": local_rank,
+        "rank": idist.get_rank(),
+        "world_size": idist.get_world_size(),
+        "backend": idist.backend(),
+        "devices": xr.global_runtime_device_count(),
+    }
+    (Path(config.records) / f"replica_{replica['rank']}.json").write_text(json.dumps(replica))
+
+
+def test_launch_spawns_one_replica_per_device(tmp_path: Path) -> None:
+    # In a fresh process: xmp.spawn refuses to start where the XLA runtime is already in use (by other tests).
+    # nproc_per_node=8 whatever the device count: PJRT takes nprocs=None (all devices) or 1, and 8 raises.
+    launch = (
+        "import sys, types, test_xla, utils; "
+        "utils.launch(test_xla.record_replica, types.SimpleNamespace(nproc_per_node=8, records=sys.argv[1]))"
+    )
+    path = os.pathsep.join([str(TESTS_DIR), str(TESTS_DIR.parent), os.environ.get("PYTHONPATH", "")])
+    proc = subprocess.run(
+        [sys.executable, "-c", launch, str(tmp_path)],
+        cwd=TESTS_DIR.parent,
+        env={**os.environ, "PYTHONPATH": path},
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert proc.returncode == 0, f"launch failed:\n{proc.stderr[-3000:]}"
+    replicas = [json.loads(path.read_text()) for path in sorted(tmp_path.glob("replica_*.json"))]
+    assert replicas, "launch ran no replica"
+    devices = replicas[0]["devices"]
+    assert len(replicas) == devices, f"{len(replicas)} replica(s) ran on {devices} device(s)"
+    assert [replica["rank"] for replica in replicas] == list(range(devices)), "each replica has its own rank"
+    for replica in replicas:
+        assert replica["world_size"] == devices and replica["backend"] == "xla-tpu", replica
 
 
 def test_each_replica_joins_ignite_without_spawning_again(monkeypatch: pytest.MonkeyPatch) -> None:
