@@ -10,6 +10,9 @@ import keyword
 import re
 import sys
 
+# The longest slug: a derived one is cut at a word boundary to 48 characters (cookiecutter.json),
+# "project_" or "_project" may be added to it.
+MAX_SLUG_LENGTH = 64
 HOST_PATTERN = re.compile(r"[A-Za-z0-9][A-Za-z0-9.\-]*|\[[0-9A-Fa-f:]+\]")
 PREFIX_PATTERN = re.compile(r"[A-Za-z0-9_\-]+")
 LOOPBACK = {"127.0.0.1", "localhost", "::1", "[::1]", "0.0.0.0"}
@@ -41,6 +44,12 @@ def slug_errors(slug: str, reserved: list[str]) -> list[str]:
     if not re.fullmatch(r"[a-z][a-z0-9]*(_[a-z0-9]+)*", slug):
         hint = f"; for example 'project_{slug}'" if re.fullmatch(r"[0-9][a-z0-9_]*", slug) else ""
         return [f"project_slug={slug!r} is not allowed: {rule}{hint}"]
+    if len(slug) > MAX_SLUG_LENGTH:
+        # It names the directory and <slug>.ipynb: file systems refuse names over 255 bytes.
+        return [
+            f"project_slug={slug!r} is not allowed: it must be at most {MAX_SLUG_LENGTH} characters long "
+            f"(it has {len(slug)}); for example {slug[:MAX_SLUG_LENGTH].rstrip('_')!r}"
+        ]
     if keyword.iskeyword(slug) or slug in reserved:
         names = sorted(name for name in reserved if not keyword.iskeyword(name))
         return [

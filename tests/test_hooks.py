@@ -94,6 +94,9 @@ ODD_NAMES = [
     "Modèle 3D",
     "模型",
     "My Model (v2)!",
+    # Long enough that its slug would make a notebook file name over the 255 bytes file systems allow.
+    "A very long project name " * 12,
+    "1" + "x" * 300,
 ]
 
 

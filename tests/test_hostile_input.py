@@ -28,6 +28,7 @@ REJECTED = [
     ("slug shadowing a project module", {"project_slug": "utils"}, "project_slug='utils'"),
     ("slug shadowing the TPU project's module", {"project_slug": "xla_compat"}, "project_slug='xla_compat'"),
     ("empty slug", {"project_slug": ""}, "project_slug=''"),
+    ("slug too long for a file name", {"project_slug": "a" * 65}, "it must be at most 64 characters long (it has 65)"),
     ("port 0", {"master_port": "0"}, "master_port='0' is not allowed: it must be a whole number from 1 to 65535"),
     ("port above 65535", {"master_port": "65536"}, "master_port='65536'"),
     ("port that is not a number", {"master_port": "http"}, "master_port='http'"),
@@ -115,11 +116,13 @@ DERIVED_SLUGS = [
     ("Data", "data_project"),
     ("class", "class_project"),
     ("!!!", "project"),
+    # A slug this long would name a notebook past the 255 bytes a file name may have: cut at a word.
+    ("Training " * 40, "training_training_training_training_training"),
 ]
 
 
 @pytest.mark.parametrize("template", TEMPLATES)
-@pytest.mark.parametrize("name,slug", DERIVED_SLUGS, ids=[name for name, _ in DERIVED_SLUGS])
+@pytest.mark.parametrize("name,slug", DERIVED_SLUGS, ids=[name[:20] for name, _ in DERIVED_SLUGS])
 def test_name_that_slugifies_to_an_invalid_package_name_works(
     tmp_path: Path, template: str, name: str, slug: str
 ) -> None:
