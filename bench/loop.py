@@ -3,9 +3,9 @@
 Usage (cwd = a baked project): python loop.py TEMPLATE ITERATIONS REPEATS. Prints one JSON line.
 Both loops train the same model on the same synthetic data with the same LR schedule, one process on
 the CPU, and must end with the same weights. The generated trainer runs with everything main.py
-attaches; inside the timed window that is the LR scheduler at every iteration and, in the last one,
-the loss read, progress bar and NaN check (its checkpoint and evaluation come at the epoch's end,
-which the run stops one iteration short of).
+attaches; inside the timed window that is the LR scheduler and the progress bar at every iteration
+and, in the last one, the loss read and NaN check (its checkpoint and evaluation come at the epoch's
+end, which the run stops one iteration short of).
 """
 
 import json

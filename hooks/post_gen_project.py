@@ -114,6 +114,8 @@ def install_cell(install: str) -> str:
     """
     calls = []
     for line in install.splitlines():
+        if not line.strip() or line.lstrip().startswith("#"):
+            continue
         program, *args = shlex.split(line)
         if program != "pip":
             raise ValueError(f"the README's install block may hold pip commands only, not {line!r}")

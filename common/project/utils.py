@@ -285,6 +285,8 @@ class _AboveProgressBar:
 
 def setup_logging(run_dir: Path) -> logging.Logger:
     """Log to the console and to ``training.log`` in the run directory, on rank 0 only."""
+    for handler in logging.getLogger("train").handlers:
+        handler.close()  # a previous run's training.log, in this process (see reset below)
     return setup_logger(
         name="train",
         format="%(asctime)s %(name)s %(levelname)s: %(message)s",

@@ -43,25 +43,28 @@ class SyntheticImages(Dataset):
     bright middle).
 
     Image ``index`` is drawn from a generator seeded with ``index``: the same image at every epoch and
-    in every process. Like the real datasets, an item is a PIL image (its label, 0, is not used).
+    in every process. Like the real datasets, it draws a PIL image and applies the transform (the
+    label, 0, is not used).
     """
+
+    side = 64  # drawn at 64x64, then resized like any image
 
     def __init__(self, size: int, transform: Callable[[Image.Image], torch.Tensor]) -> None:
         self.size, self.transform = size, transform
+        self.y, self.x = torch.meshgrid(torch.arange(self.side), torch.arange(self.side), indexing="ij")
 
     def __len__(self) -> int:
         return self.size
 
     def __getitem__(self, index: int) -> tuple[torch.Tensor, int]:
         rng = torch.Generator().manual_seed(index)
-        side = 64  # drawn at 64x64, then resized like any image
+        side = self.side
         centre = side / 2 + (torch.rand(2, generator=rng) - 0.5) * side / 4
         radius = side * (0.2 + 0.15 * float(torch.rand(1, generator=rng)))
-        y, x = torch.meshgrid(torch.arange(side), torch.arange(side), indexing="ij")
-        inside = ((y - centre[0]) ** 2 + (x - centre[1]) ** 2 <= radius**2).float()
+        inside = ((self.y - centre[0]) ** 2 + (self.x - centre[1]) ** 2 <= radius**2).float()
         colour = 0.5 + 0.5 * torch.rand(3, 1, 1, generator=rng)
         image = 0.1 + inside * colour * 0.8 + 0.03 * torch.randn(3, side, side, generator=rng)
-        pixels = (image.clamp(0, 1) * 255).round().to(torch.uint8).permute(1, 2, 0).numpy()
+        pixels = (image.clamp(0, 1) * 255 + 0.5).to(torch.uint8).permute(1, 2, 0).numpy()  # rounded
         return self.transform(Image.fromarray(pixels)), 0
 
 

@@ -63,7 +63,7 @@ def run(local_rank: int, config: SimpleNamespace) -> None:
     to_save["scaler"] = scaler
 {% endif %}
 {% endif %}
-    setup_handlers(trainer, config{{ ", run_dir, to_save=to_save" if cookiecutter.save_training }})
+    setup_handlers(trainer, config{{ ", run_dir, to_save=to_save" if flags.save_checkpoints }})
 {% if cookiecutter.logger != "none" %}
     optimizers = {"generator": optimizer_g, "discriminator": optimizer_d}
     tracker = setup_tracking(trainer, optimizers, config, run_dir) if rank == 0 else None

@@ -26,27 +26,30 @@ class SyntheticImages(Dataset):
     stripe direction, under random brightness, stripe phase and pixel noise.
 
     Image ``index`` is drawn from a generator seeded with ``seed`` and ``index``: the same image at
-    every epoch and in every process, with no file and no download.
+    every epoch and in every process, with no file and no download. Datasets of other seeds (the train
+    and eval sets) share no image.
     """
 
     def __init__(self, size: int, seed: int, transform: Callable[[Image.Image], torch.Tensor]) -> None:
         self.size, self.seed, self.transform = size, seed, transform
+        self.y, self.x = torch.meshgrid(torch.arange(32.0), torch.arange(32.0), indexing="ij")
 
     def __len__(self) -> int:
         return self.size
 
     def __getitem__(self, index: int) -> tuple[torch.Tensor, int]:
-        rng = torch.Generator().manual_seed(self.seed * self.size + index)
+        # CPU generators keep 32 bits of a seed: seeds a million apart give sets of up to a million
+        # images each their own images.
+        rng = torch.Generator().manual_seed(self.seed * 1_000_000 + index)
         label = int(torch.randint(NUM_CLASSES, (1,), generator=rng))
         colour = torch.tensor(colorsys.hsv_to_rgb(label / NUM_CLASSES, 0.8, 1.0)).view(3, 1, 1)
         # Stripes across the image, in a direction of the class's own (3 periods over the image).
         angle = math.pi * label / NUM_CLASSES
-        y, x = torch.meshgrid(torch.arange(32.0), torch.arange(32.0), indexing="ij")
         phase = 2 * math.pi * float(torch.rand(1, generator=rng))
-        stripes = torch.sin(2 * math.pi * 3 * (x * math.cos(angle) + y * math.sin(angle)) / 32 + phase)
+        stripes = torch.sin(2 * math.pi * 3 * (self.x * math.cos(angle) + self.y * math.sin(angle)) / 32 + phase)
         brightness = 0.6 + 0.4 * float(torch.rand(1, generator=rng))
         image = colour * brightness * (0.75 + 0.25 * stripes) + 0.08 * torch.randn(IMAGE_SIZE, generator=rng)
-        pixels = (image.clamp(0, 1) * 255).round().to(torch.uint8).permute(1, 2, 0).numpy()
+        pixels = (image.clamp(0, 1) * 255 + 0.5).to(torch.uint8).permute(1, 2, 0).numpy()  # rounded
         # A PIL image, as torchvision's CIFAR10 gives: the same transforms apply to both.
         return self.transform(Image.fromarray(pixels)), label
 
