@@ -249,10 +249,21 @@ def test_nccl_without_a_gpu_stops_with_advice(bake) -> None:
     assert "nccl" in proc.stderr and "gloo" in proc.stderr, proc.stderr
 
 
+# The generated test in which a short run learns its synthetic data (random data would leave nothing to learn).
+LEARNING_TESTS = {
+    "vision-classification": "test_a_short_run_learns_the_synthetic_data",
+    "text-classification": "test_a_short_run_learns_the_synthetic_data",
+    "gan": "test_a_short_run_brings_the_generated_images_closer_to_the_data",
+}
+
+
 @pytest.mark.parametrize("template", TEMPLATES)
 def test_generated_project_tests_pass(bake, template: str) -> None:
+    """The project's own tests pass, among them the one that shows a short run learning its synthetic data."""
     project = bake(template, include_test=True, logger="tensorboard", mixed_precision=True)
-    run_cmd([PYTHON, "-m", "pytest", "-q", "-p", "no:cacheprovider"], cwd=project)
+    proc = run_cmd([PYTHON, "-m", "pytest", "-v", "-p", "no:cacheprovider"], cwd=project)
+    learns = LEARNING_TESTS[template]
+    assert f"tests/test_training.py::{learns} PASSED" in proc.stdout, f"{learns} must run and pass:\n{proc.stdout}"
 
 
 class _RunsCodeWhenUnpickled:
