@@ -63,6 +63,12 @@ def offline_tracking(monkeypatch: pytest.MonkeyPatch) -> None:
 {% if cookiecutter.logger == "clearml" %}
     monkeypatch.setenv("CLEARML_OFFLINE_MODE", "1")
     monkeypatch.setenv("CLEARML_CACHE_DIR", str(tmp_path / "clearml"))
+    # ClearML looks for the git repository in a thread while it forks its reporting process: a fork that
+    # lands while that thread starts `git` keeps the pipe `git` reports on open, and closing the second run
+    # in one process then waits 300 s for it. Detecting in the main thread leaves nothing to race.
+    settings = tmp_path / "clearml.conf"
+    settings.write_text("sdk.development.vcs_repo_detect_async: false\n")
+    monkeypatch.setenv("CLEARML_CONFIG_FILE", str(settings))
 {% elif cookiecutter.logger == "neptune" %}
     monkeypatch.setenv("NEPTUNE_MODE", "debug")
 {% elif cookiecutter.logger == "polyaxon" %}
