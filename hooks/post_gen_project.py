@@ -9,6 +9,7 @@ The answers arrive as JSON on the last line; everything above it is plain Python
 import json
 import shlex
 import shutil
+import string
 from pathlib import Path
 
 # Notebook-level metadata that opens the notebook on the right runtime, written the way each service
@@ -36,8 +37,9 @@ RUNTIME_NOTES = {
     "gloo": "Runtime: any; training runs on the CPU.",
 }
 
-TPU_SETUP = """\
-# torch_xla 2.9.0, the last torch_xla release, works only beside torch 2.9.0. Install them only if this
+# The TPU set-up cell, for the pins of the project's requirements.txt (``tpu_setup``): one source.
+TPU_SETUP = string.Template("""\
+# torch_xla $version, the last torch_xla release, works only beside torch $version. Install them only if this
 # runtime lacks them (Kaggle's TPU image ships an older pair); a torch that already matches is never
 # reinstalled.
 import importlib.metadata as metadata
@@ -46,7 +48,7 @@ import sys
 
 if not (3, 10) <= sys.version_info[:2] <= (3, 13):
     raise SystemExit(
-        "torch_xla 2.9.0 has wheels for Python 3.10 to 3.13 only, and this runtime runs Python "
+        "torch_xla $version has wheels for Python 3.10 to 3.13 only, and this runtime runs Python "
         f"{sys.version_info[0]}.{sys.version_info[1]}: open the notebook on a runtime with one of those "
         "(or, on a TPU VM, make a virtual environment with one) and run it again."
     )
@@ -59,10 +61,18 @@ def version(package: str) -> str | None:
         return None
 
 
-if version("torch") == version("torch_xla") == "2.9.0":
-    print("torch and torch_xla 2.9.0 are already installed: nothing to do.")
+if version("torch") == version("torch_xla") == "$version":
+    print("torch and torch_xla $version are already installed: nothing to do.")
 else:
-    subprocess.check_call([sys.executable, "-m", "pip", "install", "torch==2.9.0", "torch_xla[tpu]==2.9.0"])"""
+    subprocess.check_call([sys.executable, "-m", "pip", "install", "torch==$version", "torch_xla[tpu]==$version"])""")
+
+
+def tpu_setup(root: Path) -> str:
+    """The TPU set-up cell for the torch_xla version that the project's requirements.txt pins."""
+    requirements = (root / "requirements.txt").read_text(encoding="utf-8").splitlines()
+    (pin,) = [line for line in requirements if line.startswith("torch_xla[tpu]==")]
+    return TPU_SETUP.substitute(version=pin.split("==")[1].split()[0])
+
 
 GPU_SETUP = """\
 import torch
@@ -75,7 +85,7 @@ import torch
 
 print("torch", torch.__version__, "- GPUs visible:", torch.cuda.device_count())"""
 
-SETUPS = {"xla-tpu": TPU_SETUP, "nccl": GPU_SETUP, "gloo": CPU_SETUP}
+SETUPS = {"nccl": GPU_SETUP, "gloo": CPU_SETUP}
 
 
 def remove_unchosen(ctx: dict, root: Path) -> None:
@@ -93,12 +103,15 @@ def project_files(root: Path, notebook: Path) -> list[Path]:
     return sorted(p.relative_to(root) for p in root.rglob("*") if p.is_file() and p != notebook)
 
 
-def readme_parts(root: Path) -> tuple[str, str, str]:
-    """The README's opening paragraph, install commands and training command: one source for both documents."""
+def readme_parts(root: Path) -> tuple[str, str, str, str]:
+    """The README's opening paragraph, its "Generated from" line (the answers that shape the project),
+    install commands and training command: one source for both documents."""
     readme = (root / "README.md").read_text(encoding="utf-8")
-    intro = readme.split("\n\n")[1].strip()
+    paragraphs = [paragraph.strip() for paragraph in readme.split("\n\n")]
+    intro = paragraphs[1]
+    (answers,) = [paragraph for paragraph in paragraphs if paragraph.startswith("Generated from ")]
     install, command = (_first_bash_block(readme, heading) for heading in ("## Install", "## Train"))
-    return intro, install, command
+    return intro, answers.replace("\n", " "), install, command
 
 
 def _first_bash_block(readme: str, heading: str) -> str:
@@ -140,16 +153,14 @@ def _cell(index: int, kind: str, text: str) -> dict:
 
 def build_notebook(ctx: dict, root: Path, name: str) -> dict:
     """The project as a notebook: description, runtime set-up, one cell per file, install, train."""
-    intro, install, command = readme_parts(root)
+    intro, answers, install, command = readme_parts(root)
     files = project_files(root, root / name)
-    options = ["argparser", "backend", "__launcher", "logger", "mixed_precision", "deterministic"]
-    chosen = ", ".join(f"{key.strip('_')} `{ctx[key]}`" for key in options)
     folders = sorted({str(path.parent) for path in files if str(path.parent) != "."})
 
     cells = [
-        ("markdown", f"# {ctx['project_name']}\n\n{intro}\n\nOptions: {chosen}.\n\n{RUNTIME_NOTES[ctx['backend']]}"),
+        ("markdown", f"# {ctx['project_name']}\n\n{intro}\n\n{answers}\n\n{RUNTIME_NOTES[ctx['backend']]}"),
         ("markdown", "## Set up the runtime"),
-        ("code", SETUPS[ctx["backend"]]),
+        ("code", tpu_setup(root) if ctx["backend"] == "xla-tpu" else SETUPS[ctx["backend"]]),
         ("markdown", "## Write the project files\n\nEach cell below writes one file of the project."),
     ]
     if folders:

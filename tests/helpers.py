@@ -23,35 +23,40 @@ XLA_PYTHON = os.environ.get("IGNITE_TEMPLATES_XLA_PYTHON", str(REPO / ".venv-xla
 # The experiment trackers' packages (mlflow, wandb, ...), layered on the base venv the same way.
 TRACKERS_PYTHON = os.environ.get("IGNITE_TEMPLATES_TRACKERS_PYTHON", str(REPO / ".venv-trackers" / "bin" / "python"))
 
-# Every option a template offers, with the values the tests cover (all values of each choice, both
-# values of each switch, and "off" plus one setting for numbers that turn a feature on).
-OPTIONS: dict[str, list] = {
-    "argparser": ["argparse", "fire", "hydra"],
-    "backend": ["nccl", "gloo", "xla-tpu"],
-    "launcher": ["auto", "none", "torchrun", "spawn"],
-    "logger": ["none", "clearml", "mlflow", "neptune", "polyaxon", "tensorboard", "visdom", "wandb"],
-    "deterministic": [False, True],
-    "mixed_precision": [False, True],
-    "save_training": [True, False],
-    "save_best_model": [True, False],
-    "terminate_on_nan": [True, False],
-    "timer": [False, True],
-    "include_test": [True, False],
-    "patience": ["0", "3"],
-    "limit_sec": ["0", "600"],
-    "nnodes": ["1", "2"],
-}
-
 
 def template_context(template: str) -> dict:
     """The template's cookiecutter.json: its questions, defaults and private settings."""
     return json.loads((REPO / template / "cookiecutter.json").read_text())
 
 
+def answer_values(default) -> list | None:
+    """The values the tests give a question, read from its default in cookiecutter.json alone.
+
+    Every choice of a list; both values of a yes/no, the default first; a number's default and another
+    (0, which turns a feature such as early stopping off, and 3; otherwise the default and its double).
+    None for a text answer (typed as is: tests/test_hostile_input.py covers what a user may type) and
+    for an answer computed from others (Jinja, e.g. nproc_per_node: ``valid`` sets it).
+    """
+    if isinstance(default, list):
+        return default
+    if isinstance(default, bool):
+        return [default, not default]
+    if isinstance(default, str) and default.isdigit():
+        return [default, "3" if default == "0" else str(2 * int(default))]
+    return None
+
+
 def template_options(template: str) -> dict[str, list]:
-    """The options of OPTIONS that the template asks (a GAN has no save_best_model or patience)."""
-    context = template_context(template)
-    return {name: values for name, values in OPTIONS.items() if name in context}
+    """Every question of the template and the values the tests cover, derived from its cookiecutter.json:
+    a question added there is varied by every test matrix without a change here."""
+    questions = {name: default for name, default in template_context(template).items() if not name.startswith("_")}
+    return {name: values for name, default in questions.items() if (values := answer_values(default)) is not None}
+
+
+# Every question of any template, with the values the tests cover.
+OPTIONS: dict[str, list] = {
+    name: values for template in TEMPLATES for name, values in template_options(template).items()
+}
 
 
 def pairwise(options: dict[str, list]) -> list[dict]:

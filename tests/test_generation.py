@@ -7,11 +7,13 @@ import subprocess
 import sys
 from pathlib import Path
 
+import helpers
 import pytest
 import yaml
 from helpers import (
     DATASETS,
     OFFLINE,
+    REPO,
     TEMPLATES,
     pairwise,
     resolved_launcher,
@@ -177,3 +179,32 @@ def test_default_answers_generate_a_single_process_project(bake, template: str) 
     readme = (project / "README.md").read_text()
     assert "python main.py config.yaml" in readme
     assert yaml.safe_load((project / "config.yaml").read_text())["backend"] is None
+
+
+def test_a_question_added_to_cookiecutter_json_is_varied_without_a_test_change(monkeypatch) -> None:
+    """The answer matrix is read from each template's cookiecutter.json: a new choice, yes/no or number is
+    baked with each of its values; text answers and answers computed from others are not varied."""
+    context = dict(template_context(TEMPLATES[0]))
+    context.update(wrap_model=False, optimizer=["adam", "sgd", "lamb"], warmup_iters="0", run_name="", _private="x")
+    context["computed"] = "{{ cookiecutter.backend }}"
+    monkeypatch.setattr(helpers, "template_context", lambda template: context)
+    options = helpers.template_options(TEMPLATES[0])
+    assert options["wrap_model"] == [False, True] and options["optimizer"] == ["adam", "sgd", "lamb"]
+    assert options["warmup_iters"] == ["0", "3"], "a number: 0 (off) and a setting"
+    assert not {"run_name", "_private", "computed", "project_name"} & set(options), "text, private, computed"
+    combos = pairwise(options)
+    for name in ("wrap_model", "optimizer", "warmup_iters"):
+        assert {str(c[name]) for c in combos} == {str(v) for v in options[name]}, f"{name}: every value baked"
+
+
+def test_the_tpu_pins_are_written_once_in_the_template_sources() -> None:
+    """torch, torch_xla and torchvision versions for TPU projects live in flags.j2 only: requirements, READMEs
+    and (through requirements.txt) the notebook's set-up cell take them from there."""
+    sources = [p for p in (REPO / "common").rglob("*") if p.is_file()] + [p for p in (REPO / "hooks").glob("*.py")]
+    sources += [p for t in TEMPLATES for p in (REPO / t).rglob("*") if p.is_file() and not p.is_symlink()]
+    holders = {
+        p.relative_to(REPO).as_posix()
+        for p in sources
+        if re.search(r"\b(2\.9\.0|0\.24\.0)\b", p.read_text(errors="replace"))
+    }
+    assert holders == {"common/partials/flags.j2"}, f"a TPU pin written outside flags.j2: {sorted(holders)}"

@@ -20,6 +20,7 @@ from helpers import (
     free_port,
     pairwise,
     readme_train_command,
+    resolved_launcher,
     run_cmd,
     template_options,
     valid,
@@ -263,3 +264,29 @@ def test_a_failed_install_stops_the_notebook_before_training(bake, tmp_path: Pat
     assert proc.returncode != 0, "a notebook whose install fails must stop with an error"
     assert "CalledProcessError" in proc.stderr and "pip" in proc.stderr, proc.stderr[-3000:]
     assert not (tmp_path / "logs").exists(), "the training cell ran after the failed install"
+
+
+# Answer sets whose "Generated from" line differs: each shaping answer on and off.
+ANSWERS_LINES = [
+    {"launcher": "none", "logger": "none"},
+    {"launcher": "torchrun", "backend": "gloo", "logger": "mlflow", "mixed_precision": True, "deterministic": True},
+    {"backend": "xla-tpu", "argparser": "hydra", "deterministic": True},
+]
+
+
+@pytest.mark.parametrize("answers", ANSWERS_LINES, ids=["one-process", "torchrun-mlflow-amp-det", "tpu-hydra"])
+def test_notebook_shows_the_readmes_answers_line(bake, answers: dict) -> None:
+    """One list of the answers a project was made with: the README's "Generated from" line, quoted by the
+    notebook's first cell; it names every answer that shapes the run."""
+    project = bake(**valid({"launcher": "auto", "backend": "nccl", **answers}))
+    readme = (project / "README.md").read_text()
+    (line,) = [p.replace("\n", " ") for p in readme.split("\n\n") if p.startswith("Generated from ")]
+    first_cell = read_notebook(project).cells[0].source
+    assert line in first_cell, f"the notebook's first cell quotes the README's answers line: {line!r}"
+    context = {"argparser": "argparse", "backend": "nccl", "logger": "none", **answers}
+    launcher = resolved_launcher({"launcher": "auto", **context})
+    for answer in (f"argparser `{context['argparser']}`", f"backend `{context['backend']}`", f"launcher `{launcher}`"):
+        assert answer in line, f"the answers line names {answer}"
+    assert (f"logger `{context['logger']}`" in line) == (context["logger"] != "none")
+    assert ("mixed precision" in line) == bool(answers.get("mixed_precision"))
+    assert ("deterministic" in line) == bool(answers.get("deterministic"))
