@@ -36,7 +36,6 @@ import torch
 import torch_xla
 import torch_xla.debug.metrics as met
 import torch_xla.distributed.parallel_loader as pl
-import torch_xla.distributed.xla_multiprocessing as xmp
 {% endif %}
 import yaml
 {% if cookiecutter.deterministic %}
@@ -179,14 +178,17 @@ def check_backend(backend: str | None) -> None:
 {% endif %}
 {% if flags.xla %}
 def launch(run: RunFn, config: SimpleNamespace) -> None:
-    """Start one replica per TPU device and call ``run(local_rank, config)`` in each."""
-    # Under PJRT, xmp.spawn takes nprocs=None (one replica per device) or 1; 8 raises on torch_xla
-    # >= 2.6. So the devices decide, and each replica compares the count with nproc_per_node.
-    xmp.spawn(_xla_replica, args=(run, config), nprocs=None)
+    """Start one replica per TPU device and call ``run(local_rank, config)`` in each.
+
+    Not ``idist.Parallel(backend="xla-tpu", nproc_per_node=8)``: ignite would call ``xmp.spawn(nprocs=8)``,
+    which PJRT refuses (torch_xla >= 2.6 takes one replica per device or 1). ``torch_xla.launch`` starts
+    one per device, and each replica compares the count with ``nproc_per_node``.
+    """
+    torch_xla.launch(_xla_replica, args=(run, config))
 
 
 def _xla_replica(_index: int, run: RunFn, config: SimpleNamespace) -> None:
-    # xmp.spawn passes the replica's index first; ignite finds it itself. ignite joins the running
+    # torch_xla.launch passes the replica's index first; ignite finds it itself. ignite joins the running
     # replica: no nproc_per_node here, which would spawn again.
     with idist.Parallel(backend="xla-tpu") as parallel:
         parallel.run(run, config)
@@ -361,7 +363,12 @@ def setup_handlers(
     model: torch.nn.Module,
 {% endif %}
 ) -> None:
-    """Attach loss logging, progress bar, checkpoints and the optional stopping rules."""
+    """Attach loss logging, progress bar, checkpoints and the optional stopping rules.
+
+    Stands in for ignite's ``common.setup_common_training_handlers``, whose ``TerminateOnNan`` and
+    ``RunningAverage`` read the step's output every iteration: on a TPU each read waits for the device.
+    Here the losses are read every ``log_every_iters`` iterations and the NaN check uses those values.
+    """
     # The training step returns its losses as one vector that stays on the device (training_engine). It
     # is read here, once every `log_every_iters` iterations and in one transfer (each read waits for
     # the device), into `trainer.state.metrics` for everything that shows them.
@@ -505,6 +512,8 @@ def setup_tracking(
     Every curve is plotted against the training iteration: the trainer's metrics (the losses that
     ``setup_handlers`` reads) and each optimizer's learning rate every ``log_every_iters``
     iterations, the eval metrics at the end of each epoch. The run is named after the run directory.
+    Not ignite's ``setup_*_logging`` helpers: they plot eval metrics against the epoch (except for W&B)
+    beside losses against the iteration, and record neither the run's name nor its config.
     """
 {% if cookiecutter.logger == "clearml" %}
     # Credentials come from `clearml-init` (~/clearml.conf) or the CLEARML_API_* variables;

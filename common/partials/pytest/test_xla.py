@@ -32,7 +32,7 @@ def record_replica(local_rank: int, config: SimpleNamespace) -> None:
 
 
 def test_launch_spawns_one_replica_per_device(tmp_path: Path) -> None:
-    # In a fresh process: xmp.spawn refuses to start where the XLA runtime is already in use (by other tests).
+    # In a fresh process: torch_xla.launch refuses to start where the XLA runtime is already in use (by other tests).
     # nproc_per_node=8 whatever the device count: PJRT takes nprocs=None (all devices) or 1, and 8 raises.
     launch = (
         "import sys, types, test_xla, utils; "
