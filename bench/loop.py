@@ -58,11 +58,15 @@ def fingerprint(*modules: torch.nn.Module) -> float:
 def generated(config: SimpleNamespace, iterations: int) -> tuple[float, float]:
     """Run main.run and time the training iterations after the warm-up, handlers included."""
     import main
+    import trainers
     from ignite.engine import Engine, Events
 
+    # The module that builds the trainer and attaches its handlers: the classifiers' trainers.py
+    # (train_and_evaluate), the GAN's main.py.
+    wiring = trainers if hasattr(trainers, "train_and_evaluate") else main
     marks = {}
-    build_trainer = getattr(main.setup_trainer, "original", main.setup_trainer)
-    attach_handlers = getattr(main.setup_handlers, "original", main.setup_handlers)
+    build_trainer = getattr(wiring.setup_trainer, "original", wiring.setup_trainer)
+    attach_handlers = getattr(wiring.setup_handlers, "original", wiring.setup_handlers)
 
     def setup_trainer(*args, **kwargs) -> Engine:
         marks["modules"] = [a for a in args if isinstance(a, torch.nn.Module) and list(a.parameters())]
@@ -82,7 +86,7 @@ def generated(config: SimpleNamespace, iterations: int) -> tuple[float, float]:
         trainer.add_event_handler(Events.ITERATION_COMPLETED(once=WARMUP + iterations), stop)
 
     setup_trainer.original, setup_handlers.original = build_trainer, attach_handlers
-    main.setup_trainer, main.setup_handlers = setup_trainer, setup_handlers
+    wiring.setup_trainer, wiring.setup_handlers = setup_trainer, setup_handlers
     main.run(0, config)
     return iterations / (marks["end"] - marks["start"]), fingerprint(*marks["modules"])
 

@@ -92,8 +92,10 @@ def remove_unchosen(ctx: dict, root: Path) -> None:
     """Delete files that belong to options the user turned off."""
     if not ctx["include_test"]:
         shutil.rmtree(root / "tests")
+    if ctx["logger"] == "none":
+        (root / "tracking.py").unlink()
     if ctx["backend"] != "xla-tpu":
-        (root / "xla_compat.py").unlink()
+        (root / "xla.py").unlink()
         if ctx["include_test"]:
             (root / "tests" / "test_xla.py").unlink()
 

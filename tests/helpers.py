@@ -15,6 +15,8 @@ import yaml
 
 REPO = Path(__file__).resolve().parents[1]
 TEMPLATES = ["vision-classification", "text-classification", "gan"]
+# Templates that share the classifier's engines (common/classifier/).
+CLASSIFIERS = ["vision-classification", "text-classification"]
 # The real dataset each template's config.yaml starts with (tests switch them to "synthetic").
 DATASETS = {"vision-classification": "cifar10", "text-classification": "imdb", "gan": "cifar10"}
 PYTHON = sys.executable

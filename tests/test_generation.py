@@ -94,13 +94,18 @@ def test_pairwise_covers_every_value_of_every_option(template: str) -> None:
         assert used >= {str(v) for v in values}, f"option {name}: values {values} not all baked"
 
 
+# The longest a generated module may be (utils.py, the longest, has about 175 lines at most).
+MODULE_LINES = 200
+
+
 @pytest.mark.parametrize("template,combo", BAKES, ids=[f"{t}-{combo_id(c)}" for t, c in BAKES])
 def test_generated_project_is_clean(bake, template: str, combo: dict) -> None:
     project = bake(template, **combo)
     files = project_files(project)
     names = {p.relative_to(project).as_posix() for p in files}
-    expected = {"main.py", "data.py", "models.py", "trainers.py", "utils.py", "config.yaml", "requirements.txt"}
+    expected = {"main.py", "data.py", "models.py", "trainers.py", "engine.py", "handlers.py", "utils.py", "config.yaml"}
     assert expected <= names, f"missing files: {expected - names}"
+    assert ("tracking.py" in names) == (combo["logger"] != "none"), "tracking.py exactly when a tracker is chosen"
     assert ("tests/test_training.py" in names) == combo["include_test"], "tests/ must exist only when asked for"
 
     for path in files:
@@ -111,6 +116,10 @@ def test_generated_project_is_clean(bake, template: str, combo: dict) -> None:
             assert not LEFTOVER.search(text), f"template leftover in {path.name}: {LEFTOVER.search(text)[0]!r}"
             assert "\n\n\n\n" not in text, f"stray blank lines in {path.name}"
             assert text.endswith("\n") and not text.endswith("\n\n"), f"{path.name} must end with one newline"
+
+    for path in project.glob("*.py"):  # one concern per module, each short enough to read at once
+        lines = len(path.read_text().splitlines())
+        assert lines <= MODULE_LINES, f"{path.name} has {lines} lines: split it by concern (at most {MODULE_LINES})"
 
     lint = ruff(project, "check", ".")
     assert lint.returncode == 0, f"ruff check failed:\n{lint.stdout}{lint.stderr}"
@@ -156,10 +165,10 @@ def test_generated_project_is_clean(bake, template: str, combo: dict) -> None:
         assert "torch_xla[tpu]==2.9.0" in requirements and "torch==2.9.0" in requirements
         assert ("torchvision==0.24.0" in requirements) == (template != "text-classification")
         assert config["nproc_per_node"] == 8
-        assert "xla_compat.py" in names and "## Training on a TPU" in (project / "README.md").read_text()
+        assert "xla.py" in names and "## Training on a TPU" in (project / "README.md").read_text()
     else:
         assert "torch_xla" not in requirements
-        assert "xla_compat.py" not in names and "tests/test_xla.py" not in names
+        assert "xla.py" not in names and "tests/test_xla.py" not in names, "TPU code in a non-TPU project"
         for path in files:
             if path.suffix == ".py":
                 assert "torch_xla" not in path.read_text(), f"{path.name} imports torch_xla in a non-TPU project"

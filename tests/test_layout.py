@@ -2,10 +2,11 @@
 
 import json
 import os
+import re
 from pathlib import Path
 
 import pytest
-from helpers import REPO, TEMPLATES
+from helpers import CLASSIFIERS, REPO, TEMPLATES
 
 COMMON = REPO / "common"
 
@@ -47,6 +48,10 @@ def test_whole_shared_files_are_linked_not_copied(template: str) -> None:
             continue
         path = project_tree / shared.name
         assert path.is_symlink() and path.resolve() == shared, f"{path} must be a symlink to {shared}"
+    # The classifiers' engines are one file too (common/classifier/), linked by every classifier.
+    for shared in sorted((COMMON / "classifier").glob("*.py")) if template in CLASSIFIERS else []:
+        path = project_tree / shared.name
+        assert path.is_symlink() and path.resolve() == shared, f"{path} must be a symlink to {shared}"
 
 
 # Questions about the eval metric (best models, early stopping): only a template with an eval metric
@@ -67,3 +72,26 @@ def test_templates_ask_the_same_shared_questions(template: str) -> None:
     for key in (k for k in reference if k not in own):
         assert context.get(key) == reference[key], f"{template}: option {key} differs from {TEMPLATES[0]}"
     assert set(context["__prompts__"]) == {k for k in context if not k.startswith("_")}, "one prompt per question"
+
+
+# A Jinja block tag: its keyword, for the depth count below.
+JINJA_TAG = re.compile(r"{%-?\s*(if|endif)\b")
+
+
+def template_sources() -> list[Path]:
+    """Every file cookiecutter renders or includes: common/ and each template's own project files."""
+    own = [path for template in TEMPLATES for path in (REPO / template / "{{cookiecutter.__project_dir}}").rglob("*")]
+    return sorted(path for path in [*COMMON.rglob("*"), *own] if path.is_file() and not path.is_symlink())
+
+
+def test_jinja_conditionals_in_template_sources_are_at_most_one_level_deep() -> None:
+    """A nested {% if %} hides which answers produce a line: derive the decision once in flags.j2 instead."""
+    nested = []
+    for path in template_sources():
+        depth = 0
+        for match in JINJA_TAG.finditer(path.read_text()):
+            depth += 1 if match[1] == "if" else -1
+            if depth > 1:
+                line = path.read_text().count("\n", 0, match.start()) + 1
+                nested.append(f"{path.relative_to(REPO)}:{line}")
+    assert not nested, f"{{% if %}} inside another {{% if %}} (compute the condition in flags.j2): {nested}"

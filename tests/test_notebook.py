@@ -220,7 +220,7 @@ def test_tpu_notebook_runs_top_to_bottom_on_an_xla_cpu_device(bake, tmp_path: Pa
     executed = nbformat.read(run_notebook_alone(project, tmp_path, XLA_PYTHON, {"PJRT_DEVICE": "CPU"}), as_version=4)
     setup_output = "".join(out.get("text", "") for out in setup_cell(executed).outputs)
     assert "already installed: nothing to do" in setup_output, "the install cell must skip a present torch_xla"
-    for path in ("main.py", "utils.py", "xla_compat.py", "README.md"):
+    for path in ("main.py", "utils.py", "xla.py", "README.md"):
         assert (tmp_path / path).read_bytes() == (project / path).read_bytes()
     (run_dir,) = (tmp_path / "logs").iterdir()
     assert (run_dir / "xla_metrics.json").is_file() and list(run_dir.glob("training_checkpoint_*.pt"))

@@ -6,19 +6,33 @@ from types import SimpleNamespace
 import ignite.distributed as idist
 import torch
 from ignite.engine import Engine, Events
-from ignite.utils import manual_seed
 from torch import nn, optim
 
 from data import setup_data
+from engine import Backprop
+from handlers import (
+    resume_from,
+{% if cookiecutter.save_training %}
+    setup_checkpoints,
+{% endif %}
+    setup_handlers,
+)
 from images import plot_losses, save_samples
 from models import Discriminator, Generator
+{% if cookiecutter.logger != "none" %}
+from tracking import setup_tracking
+{% endif %}
 from trainers import setup_trainer
-{% include "main/utils_imports.py" %}
+from utils import cli, start_run
+{% if flags.xla %}
+from xla import device_loaders, setup_xla_metrics
+{% endif %}
 
 
 def run(local_rank: int, config: SimpleNamespace) -> None:
     """Train the generator and the discriminator in one process (one of several in distributed training)."""
-{% include "main/run_setup.py" %}
+    run_dir, logger = start_run(config)
+    rank = idist.get_rank()
 
     train_loader = setup_data(config)
 {% if flags.xla %}
@@ -26,7 +40,6 @@ def run(local_rank: int, config: SimpleNamespace) -> None:
 {% endif %}
     epoch_length = config.train_epoch_length or len(train_loader)
 
-    device = idist.device()
     generator = idist.auto_model(Generator(config.z_dim, config.g_filters, config.channels, config.image_size))
     discriminator = idist.auto_model(Discriminator(config.channels, config.d_filters, config.image_size))
     # Adam with beta1 = 0.5 (instead of 0.9), as in the DCGAN paper: less momentum, steadier training.
@@ -42,28 +55,29 @@ def run(local_rank: int, config: SimpleNamespace) -> None:
 {% endif %}
     loss_fn = nn.BCEWithLogitsLoss()
 
-{% if flags.cuda_amp %}
-    # Mixed precision runs on CUDA only; the gradient scaler is part of the training state.
-    scaler = torch.amp.GradScaler("cuda", enabled=config.use_amp and device.type == "cuda")
-    trainer = setup_trainer(
-        config, generator, discriminator, optimizer_g, optimizer_d, loss_fn, device, train_loader, scaler
-    )
+{% if cookiecutter.mixed_precision %}
+    backprop = Backprop(config.use_amp)
 {% else %}
-    trainer = setup_trainer(config, generator, discriminator, optimizer_g, optimizer_d, loss_fn, device, train_loader)
+    backprop = Backprop()
 {% endif %}
+    trainer = setup_trainer(config, generator, discriminator, optimizer_g, optimizer_d, loss_fn, backprop, train_loader)
     trainer.logger = logger
 {% if flags.xla %}
     setup_xla_metrics(trainer, run_dir, logger)
 {% endif %}
 
     networks = {"generator": generator, "discriminator": discriminator}
+    setup_handlers(trainer, config)
 {% if cookiecutter.save_training %}
-    to_save = {**networks, "optimizer_g": optimizer_g, "optimizer_d": optimizer_d, "trainer": trainer}
-{% if flags.cuda_amp %}
-    to_save["scaler"] = scaler
+    to_save = {
+        **networks,
+        "optimizer_g": optimizer_g,
+        "optimizer_d": optimizer_d,
+        "trainer": trainer,
+        **backprop.state_objects(),
+    }
+    setup_checkpoints(trainer, to_save, config, run_dir)
 {% endif %}
-{% endif %}
-    setup_handlers(trainer, config{{ ", run_dir, to_save=to_save" if flags.save_checkpoints }})
 {% if cookiecutter.logger != "none" %}
     optimizers = {"generator": optimizer_g, "discriminator": optimizer_d}
     tracker = setup_tracking(trainer, optimizers, config, run_dir) if rank == 0 else None
@@ -72,7 +86,7 @@ def run(local_rank: int, config: SimpleNamespace) -> None:
     # The same noise at every epoch, in every process and after a resume (its own seeded generator):
     # the grids show how the generator's images for fixed inputs change as it trains.
     noise_rng = torch.Generator().manual_seed(config.seed)
-    fixed_noise = torch.randn(config.num_samples, config.z_dim, 1, 1, generator=noise_rng).to(device)
+    fixed_noise = torch.randn(config.num_samples, config.z_dim, 1, 1, generator=noise_rng).to(idist.device())
 
     @trainer.on(Events.EPOCH_COMPLETED)
     def save_epoch_samples(engine: Engine) -> None:
@@ -85,7 +99,11 @@ def run(local_rank: int, config: SimpleNamespace) -> None:
             plot_losses(engine.state.loss_history, run_dir / "losses.png")
 
     if config.resume_from:
-        resume_from({{ "to_save" if cookiecutter.save_training else "networks" }}, config.resume_from, logger)
+{% if cookiecutter.save_training %}
+        resume_from(to_save, config.resume_from, logger)
+{% else %}
+        resume_from(networks, config.resume_from, logger)
+{% endif %}
 
     trainer.run(train_loader, max_epochs=config.max_epochs, epoch_length=epoch_length)
 {% if cookiecutter.logger != "none" %}

@@ -5,6 +5,7 @@ import random
 from types import SimpleNamespace
 
 import ignite.distributed as idist
+import torch
 from datasets import Dataset, load_dataset
 from torch.utils.data import DataLoader
 from transformers import AutoTokenizer, BertTokenizer, PreTrainedTokenizerBase
@@ -87,3 +88,15 @@ def setup_data(config: SimpleNamespace, tokenizer: PreTrainedTokenizerBase) -> t
         evaluation, batch_size=config.eval_batch_size, num_workers=config.num_workers, shuffle=False
     )
     return train_loader, eval_loader
+
+
+# A batch as the loaders give it: token ids, attention masks and labels, by name.
+Batch = dict[str, torch.Tensor]
+
+
+def prepare_batch(batch: Batch, device: torch.device) -> tuple[tuple[torch.Tensor, ...], torch.Tensor]:
+    """The model's inputs (token ids, attention mask) and the labels of a batch, on the device."""
+    input_ids, attention_mask, labels = (
+        batch[key].to(device, non_blocking=True) for key in ("input_ids", "attention_mask", "label")
+    )
+    return (input_ids, attention_mask), labels

@@ -1,12 +1,19 @@
 {% import "flags.j2" as flags with context %}
 """Fine-tune a transformer for sentiment classification with PyTorch-Ignite: read this file top to bottom."""
 
-{% include "main/classifier_imports.py" %}
+from types import SimpleNamespace
+
+import ignite.distributed as idist
+from ignite.handlers import PiecewiseLinear
+from torch import nn, optim
 
 from data import NUM_CLASSES, setup_data, setup_tokenizer
 from models import setup_model
-from trainers import setup_evaluator, setup_trainer
-{% include "main/utils_imports.py" %}
+from trainers import train_and_evaluate
+from utils import cli, start_run
+{% if flags.xla %}
+from xla import device_loaders
+{% endif %}
 
 
 def parameter_groups(model: nn.Module, weight_decay: float) -> list[dict]:
@@ -20,7 +27,7 @@ def parameter_groups(model: nn.Module, weight_decay: float) -> list[dict]:
 
 def run(local_rank: int, config: SimpleNamespace) -> None:
     """Train and evaluate in one process (one of several in distributed training)."""
-{% include "main/run_setup.py" %}
+    outputs = start_run(config)
 
     tokenizer = setup_tokenizer(config)
     train_loader, eval_loader = setup_data(config, tokenizer)
@@ -29,7 +36,6 @@ def run(local_rank: int, config: SimpleNamespace) -> None:
 {% endif %}
     epoch_length = config.train_epoch_length or len(train_loader)
 
-    device = idist.device()
     model = idist.auto_model(setup_model(config, vocab_size=len(tokenizer), num_classes=NUM_CLASSES))
 {% if flags.xla %}
     # A plain optimizer on TPU: the trainer steps it with xm.optimizer_step, which also
@@ -38,7 +44,7 @@ def run(local_rank: int, config: SimpleNamespace) -> None:
 {% else %}
     optimizer = idist.auto_optim(optim.AdamW(parameter_groups(model, config.weight_decay), lr=config.lr))
 {% endif %}
-    loss_fn = nn.CrossEntropyLoss().to(device)
+    loss_fn = nn.CrossEntropyLoss().to(idist.device())
     # Linear warm-up over the first `warmup_ratio` of the iterations, then linear decay to zero.
     total = config.max_epochs * epoch_length
     lr_scheduler = PiecewiseLinear(
@@ -47,7 +53,7 @@ def run(local_rank: int, config: SimpleNamespace) -> None:
         milestones_values=[(0, 0.0), (round(config.warmup_ratio * total), config.lr), (total, 0.0)],
     )
 
-{% include "main/classifier_training.py" %}
+    train_and_evaluate(config, model, optimizer, loss_fn, lr_scheduler, (train_loader, eval_loader), outputs)
 
 
 if __name__ == "__main__":

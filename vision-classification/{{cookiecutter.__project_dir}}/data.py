@@ -90,3 +90,13 @@ def setup_data(config: SimpleNamespace) -> tuple[DataLoader, DataLoader]:
         evaluation, batch_size=config.eval_batch_size, num_workers=config.num_workers, shuffle=False
     )
     return train_loader, eval_loader
+
+
+# A batch as the loaders give it: images and labels.
+Batch = tuple[torch.Tensor, torch.Tensor]
+
+
+def prepare_batch(batch: Batch, device: torch.device) -> tuple[tuple[torch.Tensor, ...], torch.Tensor]:
+    """The model's inputs and the labels of a batch, on the device."""
+    images, labels = (tensor.to(device, non_blocking=True) for tensor in batch)
+    return (images,), labels

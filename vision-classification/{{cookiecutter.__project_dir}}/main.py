@@ -1,17 +1,24 @@
 {% import "flags.j2" as flags with context %}
 """Train an image classifier with PyTorch-Ignite: read this file top to bottom."""
 
-{% include "main/classifier_imports.py" %}
+from types import SimpleNamespace
+
+import ignite.distributed as idist
+from ignite.handlers import PiecewiseLinear
+from torch import nn, optim
 
 from data import NUM_CLASSES, setup_data
 from models import setup_model
-from trainers import setup_evaluator, setup_trainer
-{% include "main/utils_imports.py" %}
+from trainers import train_and_evaluate
+from utils import cli, start_run
+{% if flags.xla %}
+from xla import device_loaders
+{% endif %}
 
 
 def run(local_rank: int, config: SimpleNamespace) -> None:
     """Train and evaluate in one process (one of several in distributed training)."""
-{% include "main/run_setup.py" %}
+    outputs = start_run(config)
 
     train_loader, eval_loader = setup_data(config)
 {% if flags.xla %}
@@ -19,7 +26,6 @@ def run(local_rank: int, config: SimpleNamespace) -> None:
 {% endif %}
     epoch_length = config.train_epoch_length or len(train_loader)
 
-    device = idist.device()
     model = idist.auto_model(setup_model(config.model, num_classes=NUM_CLASSES))
 {% if flags.xla %}
     # A plain optimizer on TPU: the trainer steps it with xm.optimizer_step, which also
@@ -28,7 +34,7 @@ def run(local_rank: int, config: SimpleNamespace) -> None:
 {% else %}
     optimizer = idist.auto_optim(optim.Adam(model.parameters(), lr=config.lr))
 {% endif %}
-    loss_fn = nn.CrossEntropyLoss().to(device)
+    loss_fn = nn.CrossEntropyLoss().to(idist.device())
     # Linear warm-up during the first epoch, then linear decay to zero.
     lr_scheduler = PiecewiseLinear(
         optimizer,
@@ -36,7 +42,7 @@ def run(local_rank: int, config: SimpleNamespace) -> None:
         milestones_values=[(0, 0.0), (epoch_length, config.lr), (config.max_epochs * epoch_length, 0.0)],
     )
 
-{% include "main/classifier_training.py" %}
+    train_and_evaluate(config, model, optimizer, loss_fn, lr_scheduler, (train_loader, eval_loader), outputs)
 
 
 if __name__ == "__main__":

@@ -49,18 +49,12 @@ def config(tmp_path: Path) -> SimpleNamespace:
     values.update(TINY)
     values.update(data_path=str(tmp_path / "data"), output_dir=str(tmp_path / "runs"), backend=None)
     return SimpleNamespace(**values)
-{% if cookiecutter.logger in ["clearml", "neptune", "polyaxon", "wandb"] %}
+{% if cookiecutter.logger == "clearml" %}
 
 
 @pytest.fixture(autouse=True)
-{% if cookiecutter.logger in ["clearml", "polyaxon"] %}
 def offline_tracking(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """Keep the tracker's records on this machine, under ``tmp_path``: no account or server needed."""
-{% else %}
-def offline_tracking(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Keep the tracker's records on this machine: no account or server needed."""
-{% endif %}
-{% if cookiecutter.logger == "clearml" %}
     monkeypatch.setenv("CLEARML_OFFLINE_MODE", "1")
     monkeypatch.setenv("CLEARML_CACHE_DIR", str(tmp_path / "clearml"))
     # ClearML looks for the git repository in a thread while it forks its reporting process: a fork that
@@ -70,13 +64,27 @@ def offline_tracking(monkeypatch: pytest.MonkeyPatch) -> None:
     settings.write_text("sdk.development.vcs_repo_detect_async: false\n")
     monkeypatch.setenv("CLEARML_CONFIG_FILE", str(settings))
 {% elif cookiecutter.logger == "neptune" %}
+
+
+@pytest.fixture(autouse=True)
+def offline_tracking(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Keep the tracker's records on this machine: no account or server needed."""
     monkeypatch.setenv("NEPTUNE_MODE", "debug")
 {% elif cookiecutter.logger == "polyaxon" %}
+
+
+@pytest.fixture(autouse=True)
+def offline_tracking(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Keep the tracker's records on this machine, under ``tmp_path``: no account or server needed."""
     monkeypatch.setenv("POLYAXON_IS_OFFLINE", "true")
     monkeypatch.setenv("POLYAXON_OFFLINE_ROOT", str(tmp_path / "polyaxon"))
-{% else %}
+{% elif cookiecutter.logger == "wandb" %}
+
+
+@pytest.fixture(autouse=True)
+def offline_tracking(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Keep the tracker's records on this machine: no account or server needed."""
     monkeypatch.setenv("WANDB_MODE", "offline")
-{% endif %}
 {% elif cookiecutter.logger == "visdom" %}
 
 

@@ -1,4 +1,4 @@
-"""The TPU launch logic, checked without a TPU: spawn, replica start-up, world-size check, shim."""
+"""The TPU launch logic in xla.py, checked without a TPU: spawn, replica start-up, world-size check, shim."""
 
 import json
 import logging
@@ -13,8 +13,7 @@ import pytest
 import torch_xla.core.xla_model as xm
 import torch_xla.runtime as xr
 
-import utils
-import xla_compat
+import xla
 
 TESTS_DIR = Path(__file__).resolve().parent
 
@@ -35,8 +34,8 @@ def test_launch_spawns_one_replica_per_device(tmp_path: Path) -> None:
     # In a fresh process: torch_xla.launch refuses to start where the XLA runtime is already in use (by other tests).
     # nproc_per_node=8 whatever the device count: PJRT takes nprocs=None (all devices) or 1, and 8 raises.
     launch = (
-        "import sys, types, test_xla, utils; "
-        "utils.launch(test_xla.record_replica, types.SimpleNamespace(nproc_per_node=8, records=sys.argv[1]))"
+        "import sys, types, test_xla, xla; "
+        "xla.launch(test_xla.record_replica, types.SimpleNamespace(nproc_per_node=8, records=sys.argv[1]))"
     )
     path = os.pathsep.join([str(TESTS_DIR), str(TESTS_DIR.parent), os.environ.get("PYTHONPATH", "")])
     proc = subprocess.run(
@@ -73,10 +72,10 @@ def test_each_replica_joins_ignite_without_spawning_again(monkeypatch: pytest.Mo
         def run(self, fn, *args):
             fn(0, *args)
 
-    monkeypatch.setattr(utils.idist, "Parallel", FakeParallel)
+    monkeypatch.setattr(xla.idist, "Parallel", FakeParallel)
     ran = []
     config = SimpleNamespace(nproc_per_node=8)
-    utils._xla_replica(3, lambda local_rank, config: ran.append((local_rank, config)), config)
+    xla._xla_replica(3, lambda local_rank, config: ran.append((local_rank, config)), config)
     assert opened == [{"backend": "xla-tpu"}], "nproc_per_node would make ignite call xmp.spawn(nprocs=8)"
     assert ran == [(0, config)], "run is called once, with ignite's local rank and the config"
 
@@ -85,10 +84,10 @@ def test_each_replica_joins_ignite_without_spawning_again(monkeypatch: pytest.Mo
 def test_world_size_differing_from_nproc_per_node_is_said_in_one_line(
     monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture, devices: int, warned: bool
 ) -> None:
-    monkeypatch.setattr(utils.idist, "get_world_size", lambda: devices)
+    monkeypatch.setattr(xla.idist, "get_world_size", lambda: devices)
     logger = logging.getLogger("test-world")
     with caplog.at_level(logging.INFO, logger="test-world"):
-        utils.log_world(SimpleNamespace(nproc_per_node=8), logger)
+        xla.check_replicas(SimpleNamespace(nproc_per_node=8), logger)
     warnings = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
     if warned:
         assert warnings == [
@@ -101,10 +100,10 @@ def test_world_size_differing_from_nproc_per_node_is_said_in_one_line(
 
 
 def test_compat_shim_adds_only_the_missing_torch_xla_names(monkeypatch: pytest.MonkeyPatch) -> None:
-    for name in xla_compat.REPLACEMENTS:
+    for name in xla.REMOVED_NAMES:
         monkeypatch.delattr(xm, name, raising=False)
     own = object()
     monkeypatch.setattr(xm, "get_ordinal", own, raising=False)  # as on an older torch_xla
-    assert xla_compat.apply() == ["xrt_world_size", "get_local_ordinal"]
+    assert xla.add_removed_names() == ["xrt_world_size", "get_local_ordinal"]
     assert xm.get_ordinal is own, "a name torch_xla still has must be left alone"
     assert xm.xrt_world_size is xr.world_size and xm.get_local_ordinal is xr.local_ordinal

@@ -1,0 +1,154 @@
+{% import "flags.j2" as flags with context %}
+"""The classifier's engines: one optimisation step per batch, an evaluation after each epoch, and the handlers."""
+
+from collections.abc import Callable
+from contextlib import AbstractContextManager
+from types import SimpleNamespace
+from typing import Any
+
+import ignite.distributed as idist
+import torch
+from ignite.engine import Engine, Events
+from ignite.handlers import PiecewiseLinear
+from ignite.metrics import Accuracy, Loss
+from torch import nn
+
+from data import Batch, prepare_batch
+from engine import Backprop, training_engine
+from handlers import (
+    resume_from,
+{% if flags.save_best %}
+    setup_best_models,
+{% endif %}
+{% if cookiecutter.save_training %}
+    setup_checkpoints,
+{% endif %}
+{% if flags.early_stopping %}
+    setup_early_stopping,
+{% endif %}
+    setup_handlers,
+)
+{% if cookiecutter.logger != "none" %}
+from tracking import setup_tracking
+{% endif %}
+from utils import RunOutputs, log_metrics
+{% if flags.xla %}
+from xla import setup_xla_metrics
+{% endif %}
+
+
+def setup_trainer(
+    model: nn.Module, optimizer: torch.optim.Optimizer, loss_fn: nn.Module, backprop: Backprop, train_loader: Any
+) -> Engine:
+    """Build the engine that runs one optimisation step per batch."""
+    device = idist.device()
+
+    def train_step(engine: Engine, batch: Batch) -> dict[str, torch.Tensor]:
+        model.train()
+        inputs, targets = prepare_batch(batch, device)
+        with backprop.autocast():
+            loss = loss_fn(model(*inputs), targets)
+        optimizer.zero_grad()
+        backprop.backward(loss)
+        backprop.step(optimizer)
+        backprop.update()
+        # Return the loss as a tensor: reading it (`.item()`) would wait for the device every step.
+        return {"train_loss": loss.detach()}
+
+    return training_engine(train_step, train_loader)
+
+
+def setup_evaluator(model: nn.Module, autocast: Callable[[], AbstractContextManager]) -> Engine:
+    """Build the engine that computes predictions for the metrics."""
+    device = idist.device()
+
+    @torch.no_grad()
+    def eval_step(engine: Engine, batch: Batch) -> tuple[torch.Tensor, torch.Tensor]:
+        model.eval()
+        inputs, targets = prepare_batch(batch, device)
+        with autocast():
+            logits = model(*inputs)
+{% if flags.xla %}
+        # The metrics run on the CPU: one transfer per eval batch, none in the training step.
+        return logits.float().cpu(), targets.cpu()
+{% else %}
+        return logits.float(), targets
+{% endif %}
+
+    return Engine(eval_step)
+
+
+def train_and_evaluate(
+    config: SimpleNamespace,
+    model: nn.Module,
+    optimizer: torch.optim.Optimizer,
+    loss_fn: nn.Module,
+    lr_scheduler: PiecewiseLinear,
+    loaders: tuple[Any, Any],
+    outputs: RunOutputs,
+) -> None:
+    """Train for ``max_epochs``, evaluating after each epoch: metrics, checkpoints, tracking, resuming."""
+    train_loader, eval_loader = loaders
+    run_dir, logger = outputs
+{% if cookiecutter.mixed_precision %}
+    backprop = Backprop(config.use_amp)
+{% else %}
+    backprop = Backprop()
+{% endif %}
+    trainer = setup_trainer(model, optimizer, loss_fn, backprop, train_loader)
+    trainer.logger = logger
+    # At the iteration's start, so that each iteration trains with the scheduled learning rate.
+    trainer.add_event_handler(Events.ITERATION_STARTED, lr_scheduler)
+{% if flags.xla %}
+    setup_xla_metrics(trainer, run_dir, logger)
+{% endif %}
+    evaluator = setup_evaluator(model, backprop.autocast)
+{% if flags.xla %}
+    # ignite metrics refuse an XLA device: they run on the CPU, fed by the evaluator.
+    metrics_device = torch.device("cpu")
+{% else %}
+    metrics_device = idist.device()
+{% endif %}
+    Accuracy(device=metrics_device).attach(evaluator, "accuracy")
+    Loss(loss_fn, device=metrics_device).attach(evaluator, "loss")
+
+    @trainer.on(Events.EPOCH_COMPLETED)
+    def evaluate(engine: Engine) -> None:
+        evaluator.run(eval_loader, epoch_length=config.eval_epoch_length)
+        log_metrics(logger, engine.state.epoch, "eval", evaluator.state.metrics)
+
+    setup_handlers(trainer, config)
+{% if cookiecutter.save_training %}
+    to_save = {
+        "model": model,
+        "optimizer": optimizer,
+        "trainer": trainer,
+        "lr_scheduler": lr_scheduler,
+        **backprop.state_objects(),
+    }
+    setup_checkpoints(trainer, to_save, config, run_dir)
+{% endif %}
+{% if flags.save_best %}
+    setup_best_models(evaluator, trainer, model, config, run_dir)
+{% endif %}
+{% if flags.early_stopping %}
+    setup_early_stopping(evaluator, trainer, config)
+{% endif %}
+{% if cookiecutter.logger != "none" %}
+    optimizers = {"optimizer": optimizer}
+    tracker = setup_tracking(trainer, evaluator, optimizers, config, run_dir) if idist.get_rank() == 0 else None
+{% endif %}
+
+    if config.resume_from:
+{% if cookiecutter.save_training %}
+        resume_from(to_save, config.resume_from, logger)
+{% else %}
+        resume_from({"model": model}, config.resume_from, logger)
+{% endif %}
+
+    epoch_length = config.train_epoch_length or len(train_loader)
+    trainer.run(train_loader, max_epochs=config.max_epochs, epoch_length=epoch_length)
+{% if cookiecutter.logger != "none" %}
+    if tracker is not None:
+        tracker.close()
+{% endif %}

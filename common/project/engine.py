@@ -1,0 +1,126 @@
+{% import "flags.j2" as flags with context %}
+"""What every training step shares: the backend's backward pass and optimizer step, and the engine around the step."""
+
+from collections.abc import Callable
+{% if cookiecutter.mixed_precision %}
+from contextlib import AbstractContextManager
+{% else %}
+from contextlib import AbstractContextManager, nullcontext
+{% endif %}
+from typing import Any, NamedTuple
+
+{% if flags.cuda_amp %}
+import ignite.distributed as idist
+{% endif %}
+import torch
+{% if flags.xla %}
+import torch_xla
+import torch_xla.core.xla_model as xm
+{% endif %}
+{% if cookiecutter.deterministic %}
+from ignite.engine import DeterministicEngine, Engine, Events
+{% else %}
+from ignite.engine import Engine, Events
+{% endif %}
+from torch.utils.data.distributed import DistributedSampler
+
+
+class Backprop:
+    """Autocast, backward pass and optimizer step {{ flags.backprop }}.
+
+    Every training step is written with these four calls, so that it reads the same on every backend.
+    """
+{% if flags.cuda_amp %}
+
+    def __init__(self, use_amp: bool) -> None:
+        # Mixed precision runs on CUDA only. The scaler is part of the training state (checkpoints).
+        self.scaler = torch.amp.GradScaler("cuda", enabled=use_amp and idist.device().type == "cuda")
+{% elif flags.xla_amp %}
+
+    def __init__(self, use_amp: bool) -> None:
+        self.use_amp = use_amp
+{% endif %}
+
+    def autocast(self) -> AbstractContextManager:
+{% if flags.cuda_amp %}
+        return torch.autocast("cuda", enabled=self.scaler.is_enabled())
+{% elif flags.xla_amp %}
+        # TPUs compute in bfloat16 natively: no gradient scaler is needed.
+        return torch.autocast("xla", dtype=torch.bfloat16, enabled=self.use_amp)
+{% else %}
+        return nullcontext()
+{% endif %}
+
+    def backward(self, loss: torch.Tensor) -> None:
+{% if flags.cuda_amp %}
+        self.scaler.scale(loss).backward()
+{% else %}
+        loss.backward()
+{% endif %}
+
+    def step(self, optimizer: torch.optim.Optimizer) -> None:
+{% if flags.cuda_amp %}
+        self.scaler.step(optimizer)
+{% elif flags.xla %}
+        # All-reduces the gradients across replicas, then steps. The engine ends the lazy graph after the
+        # training step (training_engine), so every iteration runs the same compiled program.
+        xm.optimizer_step(optimizer)
+{% else %}
+        optimizer.step()
+{% endif %}
+
+    def update(self) -> None:
+{% if flags.cuda_amp %}
+        """Once per iteration, after the optimizer steps: adjust the loss scale."""
+        self.scaler.update()
+{% else %}
+        """Nothing to do once the optimizers have stepped: there is no gradient scaler."""
+{% endif %}
+
+    def state_objects(self) -> dict[str, Any]:
+        """What a training checkpoint keeps of the step: {{ "the gradient scaler" if flags.cuda_amp else "nothing (no gradient scaler)" }}."""
+{% if flags.cuda_amp %}
+        return {"scaler": self.scaler}
+{% else %}
+        return {}
+{% endif %}
+
+
+class StepLosses(NamedTuple):
+    """The trainer's output: the names of the training step's losses, and their values in one float32 vector."""
+
+    names: tuple[str, ...]
+    values: torch.Tensor
+
+
+def training_engine(train_step: Callable[[Engine, Any], dict[str, torch.Tensor]], train_loader: Any) -> Engine:
+    """The engine that runs ``train_step`` on each batch, with a new shuffle of the data each epoch.
+
+    ``train_step`` returns its losses as a dict of tensors; the engine's output stacks them into one
+    vector, on the device, so that ``handlers.setup_handlers`` reads them all in one transfer.
+    """
+
+    def step(engine: Engine, batch: Any) -> StepLosses:
+        losses = train_step(engine, batch)
+        values = torch.stack([value.detach().float() for value in losses.values()])
+{% if flags.xla %}
+        # The step's graph ends here, the stacked losses in it: every step runs the same compiled program,
+        # and reading the losses or the weights (logging, checkpoints) at any iteration is a transfer,
+        # never a program of its own.
+        torch_xla.sync()
+{% endif %}
+        return StepLosses(tuple(losses), values)
+
+{% if cookiecutter.deterministic %}
+    # DeterministicEngine reseeds the random generators per epoch (data order, dropout, noise), so a
+    # resumed run sees the same batches.
+    trainer = DeterministicEngine(step)
+{% else %}
+    trainer = Engine(step)
+{% endif %}
+    # A device loader wraps the DataLoader; the sampler is on the DataLoader.
+    sampler = getattr(getattr(train_loader, "_loader", train_loader), "sampler", None)
+    if isinstance(sampler, DistributedSampler):
+        # Each epoch gets its own shuffle, the same on every process.
+        trainer.add_event_handler(Events.EPOCH_STARTED, lambda engine: sampler.set_epoch(engine.state.epoch - 1))
+    return trainer

@@ -1,0 +1,168 @@
+{% import "flags.j2" as flags with context %}
+"""Handlers on the engines: loss logging and progress, checkpoints, stopping rules, resuming."""
+
+import logging
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
+
+import ignite.distributed as idist
+{% if cookiecutter.deterministic %}
+import numpy as np
+{% endif %}
+import torch
+from ignite.engine import Engine, Events
+from ignite.handlers import (
+    Checkpoint,
+{% if flags.save_checkpoints %}
+    DiskSaver,
+{% endif %}
+{% if flags.early_stopping %}
+    EarlyStopping,
+{% endif %}
+    ProgressBar,
+{% if cookiecutter.terminate_on_nan %}
+    TerminateOnNan,
+{% endif %}
+{% if cookiecutter.limit_sec | int > 0 %}
+    TimeLimit,
+{% endif %}
+{% if cookiecutter.timer %}
+    Timer,
+{% endif %}
+{% if flags.save_best %}
+    global_step_from_engine,
+{% endif %}
+)
+
+
+def setup_handlers(trainer: Engine, config: SimpleNamespace) -> None:
+    """Attach loss logging, the progress bar{{ ", the NaN check" if cookiecutter.terminate_on_nan }}{{ ", the time limit" if cookiecutter.limit_sec | int > 0 }}{{ ", the iteration timer" if cookiecutter.timer }}.
+
+    Stands in for ignite's ``common.setup_common_training_handlers``, whose ``TerminateOnNan`` and
+    ``RunningAverage`` read the step's output every iteration: on a TPU each read waits for the device.
+    Here the losses are read every ``log_every_iters`` iterations and the NaN check uses those values.
+    """
+    # The training step returns its losses as one vector that stays on the device (engine.training_engine).
+    # It is read here, once every `log_every_iters` iterations and in one transfer (each read waits for
+    # the device), into `trainer.state.metrics` for everything that shows them.
+    every = Events.ITERATION_COMPLETED(every=config.log_every_iters)
+{% if flags.loss_history %}
+    # Every value read, as (iteration, {name: value}), for the loss plot. It is part of the trainer's
+    # state, so a run resumed from a training checkpoint plots what came before the resume too.
+    trainer.state.loss_history = []
+    trainer.state_dict_user_keys.append("loss_history")
+
+    @trainer.on(Events.STARTED)
+    def drop_history_ahead(engine: Engine) -> None:
+        # A finished run started again restarts at iteration 0: its old points would be plotted twice.
+        engine.state.loss_history = [point for point in engine.state.loss_history if point[0] <= engine.state.iteration]
+{% endif %}
+
+    @trainer.on(every)
+    def read_losses(engine: Engine) -> None:
+        output = engine.state.output
+        values = dict(zip(output.names, output.values.tolist(), strict=True))
+        engine.state.metrics.update(values)
+{% if flags.loss_history %}
+        engine.state.loss_history.append((engine.state.iteration, values))
+{% endif %}
+        losses = " ".join(f"{name}={value:.4f}" for name, value in values.items())
+        engine.logger.info("Epoch %d - iteration %d: %s", engine.state.epoch, engine.state.iteration, losses)
+
+    if idist.get_rank() == 0:
+        # The bar moves every iteration and shows the losses last read: it reads nothing from the device.
+        ProgressBar(persist=True).attach(trainer, metric_names="all")
+{% if cookiecutter.terminate_on_nan %}
+    # Checks the values just read: no extra device read.
+    terminate_on_nan = TerminateOnNan(lambda output: [trainer.state.metrics[name] for name in output.names])
+    terminate_on_nan.logger = trainer.logger  # why training stopped goes to training.log too
+    trainer.add_event_handler(every, terminate_on_nan)
+{% endif %}
+{% if cookiecutter.limit_sec | int > 0 %}
+    time_limit = TimeLimit(config.limit_sec)
+    time_limit.logger = trainer.logger
+    trainer.add_event_handler(Events.ITERATION_COMPLETED, time_limit)
+{% endif %}
+{% if cookiecutter.timer %}
+    timer = Timer(average=True)
+    timer.attach(trainer, step=Events.ITERATION_COMPLETED)
+
+    @trainer.on(Events.EPOCH_COMPLETED)
+    def log_iteration_time(engine: Engine) -> None:
+        engine.logger.info("Epoch %d - %.4f s per iteration", engine.state.epoch, timer.value())
+{% endif %}
+{% if cookiecutter.save_training %}
+
+
+def setup_checkpoints(trainer: Engine, to_save: dict[str, Any], config: SimpleNamespace, run_dir: Path) -> None:
+    """Save the training state every ``save_every_iters`` iterations and at every epoch end, so a run can resume."""
+    save_training = Checkpoint(
+        to_save,
+        DiskSaver(run_dir, require_empty=False),
+        filename_prefix=config.filename_prefix,
+        n_saved=config.n_saved,
+    )
+    trainer.add_event_handler(
+        Events.ITERATION_COMPLETED(
+            event_filter=lambda engine, it: it % config.save_every_iters == 0 or it % engine.state.epoch_length == 0
+        ),
+        save_training,
+    )
+
+    @trainer.on(Events.COMPLETED)
+    def log_last_checkpoint(engine: Engine) -> None:
+        engine.logger.info("Last training checkpoint: %s", save_training.last_checkpoint)
+{% endif %}
+{% if flags.save_best %}
+
+
+def setup_best_models(
+    evaluator: Engine, trainer: Engine, model: torch.nn.Module, config: SimpleNamespace, run_dir: Path
+) -> None:
+    """Keep the model of the ``n_saved`` best evaluations by {{ flags.eval_metric }}, named after the epoch and the score."""
+    save_best = Checkpoint(
+        {"model": model},
+        DiskSaver(run_dir, require_empty=False),
+        filename_prefix="best",
+        score_function=Checkpoint.get_default_score_fn("{{ flags.eval_metric }}"),
+        score_name="{{ flags.eval_metric }}",
+        n_saved=config.n_saved,
+        global_step_transform=global_step_from_engine(trainer),
+    )
+    evaluator.add_event_handler(Events.COMPLETED, save_best)
+{% endif %}
+{% if flags.early_stopping %}
+
+
+def setup_early_stopping(evaluator: Engine, trainer: Engine, config: SimpleNamespace) -> None:
+    """Stop training when {{ flags.eval_metric }} has not improved for ``patience`` evaluations."""
+    stopper = EarlyStopping(
+        config.patience, score_function=lambda engine: engine.state.metrics["{{ flags.eval_metric }}"], trainer=trainer
+    )
+    stopper.logger = trainer.logger
+    evaluator.add_event_handler(Events.COMPLETED, stopper)
+{% endif %}
+
+
+def resume_from(to_load: dict[str, Any], checkpoint_path: str | Path, logger: logging.Logger) -> None:
+    """Restore objects (model, optimizer, trainer state, ...) from a checkpoint file."""
+    path = Path(checkpoint_path)
+    if not path.is_file():
+        raise FileNotFoundError(f"resume_from: no checkpoint file at {path}")
+{% if cookiecutter.deterministic %}
+    # DeterministicEngine saves NumPy's random state with the trainer: allow exactly the types of its
+    # array (the function NumPy unpickles an array with, the array, its dtype and dtype class).
+    numpy_key = np.random.get_state()[1]
+    torch.serialization.add_safe_globals([numpy_key.__reduce__()[0], np.ndarray, np.dtype, type(numpy_key.dtype)])
+{% endif %}
+    # weights_only: tensors and plain Python values only. A checkpoint from someone else can then hold
+    # no code that loading it would run.
+    checkpoint = torch.load(path, map_location="cpu", weights_only=True)
+{% if flags.loss_history %}
+    if isinstance(checkpoint.get("trainer"), dict):
+        # A checkpoint written before the trainer kept its loss history: resume with an empty one.
+        checkpoint["trainer"].setdefault("loss_history", [])
+{% endif %}
+    Checkpoint.load_objects(to_load=to_load, checkpoint=checkpoint)
+    logger.info("Resumed from %s", path)

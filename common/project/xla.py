@@ -1,0 +1,136 @@
+"""TPU training with torch_xla: ignite 0.5.5 compatibility, the replica launch, device loaders, XLA counters.
+
+Importing this module adds back the torch_xla names that ignite 0.5.5 calls (see ``add_removed_names``):
+utils.py imports it before ignite asks torch_xla anything.
+"""
+
+import json
+import logging
+from collections.abc import Callable
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
+
+import ignite.distributed as idist
+import torch_xla
+import torch_xla.core.xla_model as xm
+import torch_xla.debug.metrics as met
+import torch_xla.distributed.parallel_loader as pl
+import torch_xla.runtime as xr
+from ignite.engine import Engine, Events
+
+# torch_xla 2.7 removed these names of torch_xla.core.xla_model in favour of torch_xla.runtime; ignite
+# 0.5.5's xla-tpu backend still calls them, so every idist call on a TPU would fail with AttributeError.
+REMOVED_NAMES = {
+    "xrt_world_size": xr.world_size,
+    "get_ordinal": xr.global_ordinal,
+    "get_local_ordinal": xr.local_ordinal,
+}
+
+
+def add_removed_names() -> list[str]:
+    """Add the removed names back where they are missing (an older torch_xla or a fixed ignite is left alone).
+
+    Returns the names that were added.
+    """
+    added = [name for name in REMOVED_NAMES if not hasattr(xm, name)]
+    for name in added:
+        setattr(xm, name, REMOVED_NAMES[name])
+    return added
+
+
+add_removed_names()
+
+
+def launch(run: Callable[[int, SimpleNamespace], None], config: SimpleNamespace) -> None:
+    """Start one replica per TPU device and call ``run(local_rank, config)`` in each.
+
+    Not ``idist.Parallel(backend="xla-tpu", nproc_per_node=8)``: ignite would call ``xmp.spawn(nprocs=8)``,
+    which PJRT refuses (torch_xla >= 2.6 takes one replica per device or 1). ``torch_xla.launch`` starts
+    one per device, and each replica compares the count with ``nproc_per_node`` (``check_replicas``).
+    """
+    torch_xla.launch(_xla_replica, args=(run, config))
+
+
+def _xla_replica(_index: int, run: Callable[[int, SimpleNamespace], None], config: SimpleNamespace) -> None:
+    # torch_xla.launch passes the replica's index first; ignite finds it itself. ignite joins the running
+    # replica: no nproc_per_node here, which would spawn again.
+    with idist.Parallel(backend="xla-tpu") as parallel:
+        parallel.run(run, config)
+
+
+def check_replicas(config: SimpleNamespace, logger: logging.Logger) -> None:
+    """Say so when the TPU device count differs from ``nproc_per_node``: training goes on, on what is there."""
+    world_size = idist.get_world_size()
+    if world_size != config.nproc_per_node:
+        # Colab's TPUs (v5e-1, v6e-1) have one chip.
+        logger.warning(
+            "Expected %d TPU replicas (nproc_per_node) but this runtime has %d device(s): training on %d "
+            "replica(s). A TPU v5e-1 (Colab) has one chip; Kaggle's TPU v5e-8 and 8-chip TPU VMs have eight.",
+            config.nproc_per_node,
+            world_size,
+            world_size,
+        )
+
+
+def device_loaders(*loaders: Any) -> list[Any]:
+    """Wrap loaders in torch_xla's MpDeviceLoader where ignite has not (it does for several replicas only).
+
+    The device loader copies the next batches to the TPU while a step runs (the step ends its own lazy
+    graph: see engine.training_engine).
+    """
+    if idist.get_world_size() > 1:
+        return list(loaders)
+    return [pl.MpDeviceLoader(loader, idist.device()) for loader in loaders]
+
+
+def _xla_count(name: str) -> int:
+    data = met.metric_data(name)
+    return 0 if data is None else data[0]
+
+
+def setup_xla_metrics(trainer: Engine, run_dir: Path, logger: logging.Logger) -> None:
+    """Count XLA compilations and device-to-host transfers per epoch; write ``xla_metrics.json``.
+
+    A healthy XLA loop stops compiling after the first epoch or two and reads from the device only
+    at the logging interval. Training and the work at each epoch end (evaluation, samples) are
+    counted apart: attach this before the epoch-end handlers, so that its epoch-end count runs first.
+    """
+    counts: dict[str, list[int]] = {
+        "compilations_per_epoch": [],
+        "device_to_host_transfers_per_epoch": [],
+        "eval_compilations_per_epoch": [],
+        "eval_device_to_host_transfers_per_epoch": [],
+    }
+    mark = {}
+
+    def now() -> tuple[int, int]:
+        return _xla_count("CompileTime"), _xla_count("TransferFromDeviceTime")
+
+    def record(prefix: str, since: tuple[int, int]) -> None:
+        compiles, transfers = now()
+        counts[f"{prefix}compilations_per_epoch"].append(compiles - since[0])
+        counts[f"{prefix}device_to_host_transfers_per_epoch"].append(transfers - since[1])
+
+    @trainer.on(Events.EPOCH_STARTED)
+    def start_epoch() -> None:
+        if "eval" in mark:  # the previous epoch's evaluation has ended
+            record("eval_", mark.pop("eval"))
+        mark["train"] = now()
+
+    @trainer.on(Events.EPOCH_COMPLETED)
+    def end_epoch() -> None:
+        record("", mark.pop("train"))
+        mark["eval"] = now()
+
+    @trainer.on(Events.COMPLETED)
+    def write() -> None:
+        if "eval" in mark:
+            record("eval_", mark.pop("eval"))
+        if idist.get_rank() == 0:
+            (run_dir / "xla_metrics.json").write_text(json.dumps(counts, indent=2) + "\n")
+            logger.info(
+                "XLA training: compilations per epoch %s, device-to-host transfers per epoch %s",
+                counts["compilations_per_epoch"],
+                counts["device_to_host_transfers_per_epoch"],
+            )
