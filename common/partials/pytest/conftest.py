@@ -2,20 +2,34 @@
     template with an evaluator, and the keys a template's conftest.py sets in `tiny_extras` (dict items,
     one a line) before the include: only keys its own config.yaml has. -#}
 {% import "flags.j2" as flags with context %}
+{#- What collections.abc gives the fixtures below, in the one import line ruff wants. -#}
+{% set abc_names = (["Callable"] if flags.eval_metric else []) + (["Iterator"] if cookiecutter.logger == "visdom" else []) %}
 """Shared fixtures: a small, offline configuration built from config.yaml{{ ", and a local Visdom server" if cookiecutter.logger == "visdom" }}."""
 
+{% if flags.eval_metric %}
+import re
+{% endif %}
 {% if cookiecutter.logger == "visdom" %}
 import socket
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
+{% endif %}
+{% if abc_names %}
+from collections.abc import {{ abc_names | join(", ") }}
 {% endif %}
 from pathlib import Path
 from types import SimpleNamespace
+{% if flags.eval_metric %}
+from typing import Any
+{% endif %}
 
 import pytest
 import yaml
+{% if flags.eval_metric %}
+
+from main import run
+{% endif %}
 
 PROJECT_DIR = Path(__file__).resolve().parents[1]
 
@@ -49,6 +63,22 @@ def config(tmp_path: Path) -> SimpleNamespace:
     values.update(TINY)
     values.update(data_path=str(tmp_path / "data"), output_dir=str(tmp_path / "runs"), backend=None)
     return SimpleNamespace(**values)
+{% if flags.eval_metric %}
+
+
+@pytest.fixture
+def train_for_eval_scores(config: SimpleNamespace) -> Callable[..., list[float]]:
+    """A function that trains with ``config`` and the given overrides and returns each epoch's eval
+    {{ flags.eval_metric }}, as training.log shows it."""
+
+    def train(**overrides: Any) -> list[float]:
+        run(0, SimpleNamespace(**{**vars(config), **overrides}))
+        (run_dir,) = (path for path in Path(config.output_dir).iterdir() if path.is_dir())
+        log = (run_dir / "training.log").read_text()
+        return [float(value) for value in re.findall(r" - eval: {{ flags.eval_metric }}=([0-9.]+)", log)]
+
+    return train
+{% endif %}
 {% if cookiecutter.logger == "clearml" %}
 
 

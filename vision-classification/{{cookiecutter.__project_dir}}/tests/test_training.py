@@ -1,6 +1,6 @@
 """Fast checks of the data, the model and short training runs, on CPU with synthetic data."""
 
-import re
+from collections.abc import Callable
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
@@ -37,13 +37,11 @@ def test_model_gives_one_logit_per_class() -> None:
 {% include "pytest/classifier_short_run.py" %}
 
 
-{# A run that learns: over seeds 0-9 its final eval accuracy was 0.81 to 1.00 (chance: 0.10). #}
-{% set learning %}
-"max_epochs": 2,
-"train_epoch_length": 16,
-"batch_size": 16,
-"eval_epoch_length": 4,
-"eval_batch_size": 16,
-{% endset %}
-{% set min_accuracy = 0.5 %}
-{% include "pytest/classifier_learns.py" %}
+def test_a_short_run_learns_the_synthetic_data(train_for_eval_scores: Callable[..., list[float]]) -> None:
+    """Eval accuracy well above chance after seconds of training: data, labels, loss, optimizer and
+    learning-rate schedule work together (shuffled labels or a frozen model would stay at chance).
+    Over seeds 0-9 the final eval accuracy was 0.81 to 1.00 (chance: 0.10)."""
+    accuracies = train_for_eval_scores(
+        max_epochs=2, train_epoch_length=16, batch_size=16, eval_epoch_length=4, eval_batch_size=16
+    )
+    assert accuracies[-1] >= 0.5, f"eval accuracy per epoch {accuracies}; chance is {1 / NUM_CLASSES:.2f}"
