@@ -12,7 +12,10 @@
    iteration of each generated TPU project, against a naive port of the same loop (per-step
    `.item()`, partial last batch, no device loader). Target: no new compilation after epoch 2, at
    most one transfer per logging interval.
-3. Generation: seconds to bake each template with cookiecutter.
+3. Evaluation on PJRT_DEVICE=CPU: device-to-host transfers and wall time per evaluation of each TPU
+   classifier, at two eval lengths, against a naive port (`.item()` per batch). Target: one transfer per
+   evaluation whatever its length, no compilation after the first evaluation.
+4. Generation: seconds to bake each template with cookiecutter.
 
 Run with the base venv's Python; the XLA part runs in the TPU venv (`--xla-python`).
 """
@@ -32,7 +35,7 @@ from cookiecutter.main import cookiecutter
 
 REPO = Path(__file__).resolve().parents[1]
 BENCH = Path(__file__).resolve().parent
-PARTS = ["loop", "xla", "bake"]
+PARTS = ["loop", "xla", "eval", "bake"]
 TEMPLATES = json.loads((REPO / "cookiecutter.json").read_text())["templates"]
 
 
@@ -85,6 +88,13 @@ def xla_behaviour(template: str, xla_python: str, epochs: int) -> dict:
     return in_baked_project(template, "xla_loops.py", [epochs], xla_python, env, **answers)
 
 
+def xla_evaluation(template: str, xla_python: str, lengths: list[int]) -> dict:
+    """Per-evaluation transfers and seconds of the generated TPU classifier and a naive port (bench/xla_eval.py)."""
+    env = {**os.environ, "PJRT_DEVICE": "CPU", "HF_HUB_OFFLINE": "1"}
+    answers = {"backend": "xla-tpu", "save_best_model": False, "save_training": False}
+    return in_baked_project(template, "xla_eval.py", lengths, xla_python, env, **answers)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--xla-python", default=str(REPO / ".venv-xla" / "bin" / "python"))
@@ -106,6 +116,8 @@ def main() -> None:
         loop_table(args.templates, iterations, repeats)
     if "xla" in args.parts:
         xla_table(args.templates, args.xla_python, epochs)
+    if "eval" in args.parts:
+        eval_table(args.templates, args.xla_python, [4] if args.quick else [4, 11])
     if "bake" in args.parts:
         bake_table(args.templates, 3 if args.quick else 10)
 
@@ -143,6 +155,27 @@ def xla_table(templates: list[str], xla_python: str, epochs: int) -> None:
             reads = ", ".join(f"{v:.2f}" for v in per_iter)
             print(f"| {template} | {loop} | {m['compilations_per_epoch']} | {reads} | {m['log_every_iters']} | {met} |")
 
+    print()
+
+
+def eval_table(templates: list[str], xla_python: str, lengths: list[int]) -> None:
+    print(
+        "| template | eval batches | loop | transfers per evaluation | ms per evaluation"
+        " | later compilations | target met |"
+    )
+    print("| --- | --- | --- | --- | --- | --- | --- |")
+    # Only templates with an evaluator (the GAN has none).
+    for template in [t for t in templates if t != "gan"]:
+        r = xla_evaluation(template, xla_python, lengths)
+        for length in lengths:
+            for loop in ("generated", "naive"):
+                m = r[str(length)][loop]
+                ok = m["transfers"] <= 1 and not any(m["later_compilations"])
+                met = ("yes" if ok else "NO") if loop == "generated" else "-"
+                print(
+                    f"| {template} | {length} | {loop} | {m['transfers']} | {1000 * m['seconds']:.0f}"
+                    f" | {m['later_compilations']} | {met} |"
+                )
     print()
 
 

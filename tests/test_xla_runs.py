@@ -63,6 +63,12 @@ XLA_RUNS = {
     "vision-classification": {"save_best_model": False},
     "text-classification": {"save_best_model": False, "mixed_precision": True},
 }
+# Evaluations of two lengths: vision's whole synthetic eval set (256 images: 10 batches of 24 and a short
+# last one, padded), text's first 2 batches.
+XLA_EVALS = {
+    "vision-classification": {"eval_epoch_length": None, "eval_batch_size": 24},
+    "text-classification": {"eval_epoch_length": 2},
+}
 
 
 def train_on_xla_cpu(project: Path, **config: int) -> tuple[Path, dict]:
@@ -75,14 +81,16 @@ def train_on_xla_cpu(project: Path, **config: int) -> tuple[Path, dict]:
     return run_dir, read_log(run_dir)
 
 
-def train_3_epochs_on_xla_cpu(project: Path) -> tuple[Path, dict]:
+def train_3_epochs_on_xla_cpu(project: Path, **config: int | None) -> tuple[Path, dict]:
     """3 epochs of 4 iterations, the losses read every 3: at a different position in each epoch."""
-    return train_on_xla_cpu(project, max_epochs=3, train_epoch_length=4, log_every_iters=3)
+    return train_on_xla_cpu(project, max_epochs=3, train_epoch_length=4, log_every_iters=3, **config)
 
 
 @pytest.mark.parametrize("template", list(XLA_RUNS))
 def test_xla_project_trains_3_epochs_and_stops_compiling(bake, template: str) -> None:
-    run_dir, log = train_3_epochs_on_xla_cpu(bake(template, backend="xla-tpu", **XLA_RUNS[template]))
+    run_dir, log = train_3_epochs_on_xla_cpu(
+        bake(template, backend="xla-tpu", **XLA_RUNS[template]), **XLA_EVALS[template]
+    )
     assert len(log["evals"]) == 3
     assert log["iterations"] == [3, 6, 9, 12]
     # One device here, 8 expected: the run goes on and says so in one line.
@@ -96,7 +104,10 @@ def test_xla_project_trains_3_epochs_and_stops_compiling(bake, template: str) ->
     assert compilations[1:] == [0, 0], f"training compiled after epoch 1: {metrics}"
     # Reads from the device: one per loss read (at iterations 3, 6, 9 and 12) and the epoch-end checkpoint.
     assert metrics["device_to_host_transfers_per_epoch"] == [2, 2, 3], metrics
-    assert metrics["eval_compilations_per_epoch"][2] == 0, metrics
+    # The evaluation sums its metrics on the device and reads them once, whatever its length; its padded
+    # batches share one shape, so nothing compiles after the first evaluation.
+    assert metrics["eval_device_to_host_transfers_per_epoch"] == [1, 1, 1], f"one read per evaluation: {metrics}"
+    assert metrics["eval_compilations_per_epoch"][1:] == [0, 0], f"the evaluation compiled again: {metrics}"
 
     # The checkpoint loads where there is no torch_xla at all, into the model a GPU or CPU user would build.
     check_loads_without_torch_xla(run_dir / "training_checkpoint_12.pt")

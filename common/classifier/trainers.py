@@ -10,7 +10,9 @@ import ignite.distributed as idist
 import torch
 from ignite.engine import Engine, Events
 from ignite.handlers import PiecewiseLinear
+{% if not flags.xla %}
 from ignite.metrics import Accuracy, Loss
+{% endif %}
 from torch import nn
 
 from data import Batch, prepare_batch
@@ -33,7 +35,7 @@ from tracking import setup_tracking
 {% endif %}
 from utils import RunOutputs, log_metrics
 {% if flags.xla %}
-from xla import setup_xla_metrics
+from xla import ClassifierMetrics, setup_xla_metrics
 {% endif %}
 
 
@@ -58,6 +60,26 @@ def setup_trainer(
     return training_engine(train_step, train_loader)
 
 
+{% if flags.xla %}
+def setup_evaluator(model: nn.Module, autocast: Callable[[], AbstractContextManager]) -> Engine:
+    """Build the engine that computes predictions for the metrics, on padded batches (xla.eval_device_loader)."""
+    device = idist.device()
+
+    @torch.no_grad()
+    def eval_step(
+        engine: Engine, padded: tuple[Batch, torch.Tensor]
+    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        model.eval()
+        batch, real_rows = padded
+        inputs, targets = prepare_batch(batch, device)
+        with autocast():
+            logits = model(*inputs)
+        # Which rows are the batch's own, not padding: the metrics count those only. Nothing is read here.
+        real = torch.arange(targets.shape[0], device=device) < real_rows
+        return logits.float(), targets, real
+
+    return Engine(eval_step)
+{% else %}
 def setup_evaluator(model: nn.Module, autocast: Callable[[], AbstractContextManager]) -> Engine:
     """Build the engine that computes predictions for the metrics."""
     device = idist.device()
@@ -68,14 +90,10 @@ def setup_evaluator(model: nn.Module, autocast: Callable[[], AbstractContextMana
         inputs, targets = prepare_batch(batch, device)
         with autocast():
             logits = model(*inputs)
-{% if flags.xla %}
-        # The metrics run on the CPU: one transfer per eval batch, none in the training step.
-        return logits.float().cpu(), targets.cpu()
-{% else %}
         return logits.float(), targets
-{% endif %}
 
     return Engine(eval_step)
+{% endif %}
 
 
 def train_and_evaluate(
@@ -104,13 +122,12 @@ def train_and_evaluate(
 {% endif %}
     evaluator = setup_evaluator(model, backprop.autocast)
 {% if flags.xla %}
-    # ignite metrics refuse an XLA device: they run on the CPU, fed by the evaluator.
-    metrics_device = torch.device("cpu")
+    # Accuracy and loss summed on the TPU and read once per evaluation (ignite's metrics would read twice a batch).
+    ClassifierMetrics(loss_fn).attach(evaluator, "metrics")
 {% else %}
-    metrics_device = idist.device()
+    Accuracy(device=idist.device()).attach(evaluator, "accuracy")
+    Loss(loss_fn, device=idist.device()).attach(evaluator, "loss")
 {% endif %}
-    Accuracy(device=metrics_device).attach(evaluator, "accuracy")
-    Loss(loss_fn, device=metrics_device).attach(evaluator, "loss")
 
     @trainer.on(Events.EPOCH_COMPLETED)
     def evaluate(engine: Engine) -> None:

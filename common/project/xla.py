@@ -1,4 +1,5 @@
-"""TPU training with torch_xla: ignite 0.5.5 compatibility, the replica launch, device loaders, XLA counters.
+{% import "flags.j2" as flags with context %}
+"""TPU training with torch_xla: ignite 0.5.5 compatibility, replica launch, device loaders, XLA counters{{ ", eval metrics" if flags.eval_metric }}.
 
 Importing this module adds back the torch_xla names that ignite 0.5.5 calls (see ``add_removed_names``):
 utils.py imports it before ignite asks torch_xla anything.
@@ -12,12 +13,20 @@ from types import SimpleNamespace
 from typing import Any
 
 import ignite.distributed as idist
+{% if flags.eval_metric %}
+import torch
+{% endif %}
 import torch_xla
 import torch_xla.core.xla_model as xm
 import torch_xla.debug.metrics as met
 import torch_xla.distributed.parallel_loader as pl
 import torch_xla.runtime as xr
 from ignite.engine import Engine, Events
+{% if flags.eval_metric %}
+from ignite.metrics import Metric
+from torch import nn
+from torch.utils.data import DataLoader
+{% endif %}
 
 # torch_xla 2.7 removed these names of torch_xla.core.xla_model in favour of torch_xla.runtime; ignite
 # 0.5.5's xla-tpu backend still calls them, so every idist call on a TPU would fail with AttributeError.
@@ -82,6 +91,79 @@ def device_loaders(*loaders: Any) -> list[Any]:
     if idist.get_world_size() > 1:
         return list(loaders)
     return [pl.MpDeviceLoader(loader, idist.device()) for loader in loaders]
+{% if flags.eval_metric %}
+
+
+class _PadToBatchSize:
+    """A collate function whose batches all have ``batch_size`` rows, each with its number of real rows.
+
+    A short last batch repeats its first sample: the evaluation then runs one compiled program whatever
+    the eval set's length (a batch of another shape would be compiled anew).
+    """
+
+    def __init__(self, collate_fn: Callable[[list[Any]], Any], batch_size: int) -> None:
+        self.collate_fn = collate_fn
+        self.batch_size = batch_size
+
+    def __call__(self, samples: list[Any]) -> tuple[Any, torch.Tensor]:
+        real = len(samples)
+        padded = samples + samples[:1] * (self.batch_size - real)
+        return self.collate_fn(padded), torch.tensor(real)
+
+
+def eval_device_loader(loader: Any) -> pl.MpDeviceLoader:
+    """The eval loader on the TPU, its batches padded to one shape: ``(batch, number of real rows)``.
+
+    The loader is rebuilt from its dataset, sampler (a replica's shard), batch size and workers.
+    """
+    loader = getattr(loader, "_loader", loader)  # on several replicas, ignite has wrapped it already
+    padded = DataLoader(
+        loader.dataset,
+        batch_size=loader.batch_size,
+        sampler=loader.sampler,
+        num_workers=loader.num_workers,
+        collate_fn=_PadToBatchSize(loader.collate_fn, loader.batch_size),
+    )
+    return pl.MpDeviceLoader(padded, idist.device())
+
+
+class ClassifierMetrics(Metric):
+    """Accuracy and mean loss, summed on the TPU as the evaluation runs and read once, at its end.
+
+    Stands in for ignite's ``Accuracy`` and ``Loss``, which refuse an XLA device: fed from the CPU, they
+    cost two device reads per eval batch, each waiting for the TPU. Here each batch adds its correct
+    predictions, summed loss and examples (padding rows left out) to one vector on the device;
+    ``compute`` sums it over the replicas and reads it in one transfer. It sets ``accuracy`` and
+    ``loss`` in the evaluator's metrics, as ignite's two metrics would, with the same values.
+    """
+
+    # nn.CrossEntropyLoss's ignore_index: the label that leaves a padding row out of the loss.
+    IGNORED = -100
+
+    def __init__(self, loss_fn: nn.Module) -> None:
+        self.loss_fn = loss_fn
+        # The sums live on the TPU (see reset): ignite's own state stays on the CPU, as it requires.
+        super().__init__(device="cpu", metrics_result_mode="flatten")
+
+    def reset(self) -> None:
+        self.sums = torch.zeros(3, device=idist.device())
+
+    def update(self, output: tuple[torch.Tensor, torch.Tensor, torch.Tensor]) -> None:
+        logits, targets, real = output
+        correct = ((logits.argmax(dim=1) == targets) & real).sum()
+        examples = real.sum()
+        # The loss function's mean over the real rows, times their number: their summed loss.
+        loss = self.loss_fn(logits, torch.where(real, targets, self.IGNORED)) * examples
+        self.sums += torch.stack([correct.float(), loss.float(), examples.float()])
+
+    def compute(self) -> dict[str, float]:
+        sums = idist.all_reduce(self.sums)
+        # Ends the evaluation's last graph, the last batch's outputs in it: left pending, they would join the
+        # next training step's graph and make it a program of its own. Reading the sums is then a transfer.
+        torch_xla.sync()
+        correct, loss, examples = sums.tolist()
+        return {"accuracy": correct / examples, "loss": loss / examples}
+{% endif %}
 
 
 def _xla_count(name: str) -> int:

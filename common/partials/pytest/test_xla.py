@@ -1,4 +1,5 @@
-"""The TPU launch logic in xla.py, checked without a TPU: spawn, replica start-up, world-size check, shim."""
+{% import "flags.j2" as flags with context %}
+"""xla.py checked without a TPU: spawn, replica start-up, world-size check, shim{{ ", padded eval batches, eval metrics" if flags.eval_metric }}."""
 
 import json
 import logging
@@ -10,8 +11,16 @@ from types import SimpleNamespace
 
 import ignite.distributed as idist
 import pytest
+{% if flags.eval_metric %}
+import torch
+import torch_xla
+{% endif %}
 import torch_xla.core.xla_model as xm
 import torch_xla.runtime as xr
+{% if flags.eval_metric %}
+from ignite.metrics import Accuracy, Loss
+from torch.utils.data import DataLoader
+{% endif %}
 
 import xla
 
@@ -107,3 +116,44 @@ def test_compat_shim_adds_only_the_missing_torch_xla_names(monkeypatch: pytest.M
     assert xla.add_removed_names() == ["xrt_world_size", "get_local_ordinal"]
     assert xm.get_ordinal is own, "a name torch_xla still has must be left alone"
     assert xm.xrt_world_size is xr.world_size and xm.get_local_ordinal is xr.local_ordinal
+{% if flags.eval_metric %}
+
+
+def test_eval_batches_are_padded_to_one_shape_with_their_real_row_count() -> None:
+    loader = xla.eval_device_loader(DataLoader(list(range(10)), batch_size=4))
+    batches = [(batch.cpu().tolist(), real.item()) for batch, real in loader]
+    assert batches == [([0, 1, 2, 3], 4), ([4, 5, 6, 7], 4), ([8, 9, 8, 8], 2)], "the short last batch is padded"
+
+
+def test_accuracy_and_loss_summed_on_the_device_equal_ignites_across_replicas(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The same predictions, scored by ignite's Accuracy and Loss on the CPU and by xla.ClassifierMetrics
+    on the XLA device, in 3 replicas of 3 batches each, the last one padded."""
+    device = torch_xla.device()
+    monkeypatch.setattr(xla.idist, "device", lambda: device)
+    generator = torch.Generator().manual_seed(0)
+    loss_fn = torch.nn.CrossEntropyLoss()
+    accuracy, loss = Accuracy(), Loss(loss_fn)
+    replicas = [xla.ClassifierMetrics(loss_fn) for _ in range(3)]
+    for replica in replicas:
+        for rows in (8, 8, 5):
+            logits = torch.randn(rows, 10, generator=generator)
+            targets = torch.randint(0, 10, (rows,), generator=generator)
+            accuracy.update((logits, targets))
+            loss.update((logits, targets))
+            # Padding rows the model gets right (their target is their argmax): counted, they would show.
+            padding = 8 - rows
+            logits = torch.cat([logits, logits[:1].expand(padding, -1)])
+            targets = torch.cat([targets, logits[:1].argmax(dim=1).expand(padding)])
+            real = torch.arange(8) < rows
+            replica.update((logits.to(device), targets.to(device), real.to(device)))
+
+    def all_reduce(sums: torch.Tensor) -> torch.Tensor:
+        """What all_reduce does across replicas: each one gets the sum of every replica's sums."""
+        assert sums is replicas[0].sums
+        return sum(replica.sums for replica in replicas)
+
+    monkeypatch.setattr(xla.idist, "all_reduce", all_reduce)
+    scores = replicas[0].compute()
+    assert scores["accuracy"] == accuracy.compute(), "the counts must agree exactly"
+    assert scores["loss"] == pytest.approx(loss.compute(), rel=1e-6)
+{% endif %}
