@@ -8,9 +8,14 @@ from typing import Any
 
 import ignite.distributed as idist
 import torch
+{% if flags.xla %}
+import torch_xla
+{% endif %}
 from ignite.engine import Engine, Events
 from ignite.handlers import PiecewiseLinear
-{% if not flags.xla %}
+{% if flags.xla %}
+from ignite.metrics import Metric
+{% else %}
 from ignite.metrics import Accuracy, Loss
 {% endif %}
 from torch import nn
@@ -35,7 +40,7 @@ from tracking import setup_tracking
 {% endif %}
 from utils import RunOutputs, log_metrics
 {% if flags.xla %}
-from xla import ClassifierMetrics, setup_xla_metrics
+from xla import setup_xla_metrics
 {% endif %}
 
 
@@ -61,6 +66,45 @@ def setup_trainer(
 
 
 {% if flags.xla %}
+class ClassifierMetrics(Metric):
+    """Accuracy and mean loss, summed on the TPU as the evaluation runs and read once, at its end.
+
+    Stands in for ignite's ``Accuracy`` and ``Loss``, which refuse an XLA device: fed from the CPU, they
+    cost two device reads per eval batch, each waiting for the TPU. Here each batch adds its correct
+    predictions, summed loss and examples (padding rows left out) to one vector on the device;
+    ``compute`` sums it over the replicas and reads it in one transfer. It sets ``accuracy`` and
+    ``loss`` in the evaluator's metrics, as ignite's two metrics would, with the same values (like
+    them, it scores the samples a DistributedSampler repeats to give every replica as many).
+    """
+
+    def __init__(self, loss_fn: nn.Module) -> None:
+        # Padding rows get the loss's ignore_index as their label: a mean over the real rows only.
+        if getattr(loss_fn, "reduction", None) != "mean" or not hasattr(loss_fn, "ignore_index"):
+            raise ValueError("ClassifierMetrics needs a loss with ignore_index and reduction='mean' (CrossEntropyLoss)")
+        self.loss_fn = loss_fn
+        # The sums live on the TPU (see reset): ignite's own state stays on the CPU, as it requires.
+        super().__init__(device="cpu", metrics_result_mode="flatten")
+
+    def reset(self) -> None:
+        self.sums = torch.zeros(3, device=idist.device())
+
+    def update(self, output: tuple[torch.Tensor, torch.Tensor, torch.Tensor]) -> None:
+        logits, targets, real = output
+        correct = ((logits.argmax(dim=1) == targets) & real).sum()
+        examples = real.sum()
+        # The loss function's mean over the real rows, times their number: their summed loss.
+        loss = self.loss_fn(logits, torch.where(real, targets, self.loss_fn.ignore_index)) * examples
+        self.sums += torch.stack([correct.float(), loss.float(), examples.float()])
+
+    def compute(self) -> dict[str, float]:
+        sums = idist.all_reduce(self.sums)
+        # Ends the evaluation's last graph, the last batch's outputs in it: left pending, they would join the
+        # next training step's graph and make it a program of its own. Reading the sums is then a transfer.
+        torch_xla.sync()
+        correct, loss, examples = sums.tolist()
+        return {"accuracy": correct / examples, "loss": loss / examples}
+
+
 def setup_evaluator(model: nn.Module, autocast: Callable[[], AbstractContextManager]) -> Engine:
     """Build the engine that computes predictions for the metrics, on padded batches (xla.eval_device_loader)."""
     device = idist.device()
@@ -102,11 +146,11 @@ def train_and_evaluate(
     optimizer: torch.optim.Optimizer,
     loss_fn: nn.Module,
     lr_scheduler: PiecewiseLinear,
-    loaders: tuple[Any, Any],
+    train_loader: Any,
+    eval_loader: Any,
     outputs: RunOutputs,
 ) -> None:
     """Train for ``max_epochs``, evaluating after each epoch: metrics, checkpoints, tracking, resuming."""
-    train_loader, eval_loader = loaders
     run_dir, logger = outputs
 {% if cookiecutter.mixed_precision %}
     backprop = Backprop(config.use_amp)

@@ -118,8 +118,12 @@ def training_engine(train_step: Callable[[Engine, Any], dict[str, torch.Tensor]]
 {% else %}
     trainer = Engine(step)
 {% endif %}
+{% if flags.xla %}
     # A device loader wraps the DataLoader; the sampler is on the DataLoader.
     sampler = getattr(getattr(train_loader, "_loader", train_loader), "sampler", None)
+{% else %}
+    sampler = getattr(train_loader, "sampler", None)
+{% endif %}
     if isinstance(sampler, DistributedSampler):
         # Each epoch gets its own shuffle, the same on every process.
         trainer.add_event_handler(Events.EPOCH_STARTED, lambda engine: sampler.set_epoch(engine.state.epoch - 1))

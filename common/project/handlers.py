@@ -41,7 +41,7 @@ def setup_handlers(trainer: Engine, config: SimpleNamespace) -> None:
 
     Stands in for ignite's ``common.setup_common_training_handlers``, whose ``TerminateOnNan`` and
     ``RunningAverage`` read the step's output every iteration: on a TPU each read waits for the device.
-    Here the losses are read every ``log_every_iters`` iterations and the NaN check uses those values.
+    Here the losses are read every ``log_every_iters`` iterations{{ " and the NaN check uses those values" if cookiecutter.terminate_on_nan }}.
     """
     # The training step returns its losses as one vector that stays on the device (engine.training_engine).
     # It is read here, once every `log_every_iters` iterations and in one transfer (each read waits for

@@ -156,7 +156,7 @@ def launch(run: RunFn, config: SimpleNamespace) -> None:
 class RunOutputs(NamedTuple):
     """Where a run writes: its directory (config, checkpoints, ...) and the logger of its ``training.log``."""
 
-    path: Path
+    run_dir: Path
     logger: logging.Logger
 
 

@@ -1,5 +1,5 @@
 {% import "flags.j2" as flags with context %}
-"""TPU training with torch_xla: ignite 0.5.5 compatibility, replica launch, device loaders, XLA counters{{ ", eval metrics" if flags.eval_metric }}.
+"""TPU training with torch_xla: ignite 0.5.5 compatibility, replica launch, device loaders, XLA counters.
 
 Importing this module adds back the torch_xla names that ignite 0.5.5 calls (see ``add_removed_names``):
 utils.py imports it before ignite asks torch_xla anything.
@@ -23,8 +23,6 @@ import torch_xla.distributed.parallel_loader as pl
 import torch_xla.runtime as xr
 from ignite.engine import Engine, Events
 {% if flags.eval_metric %}
-from ignite.metrics import Metric
-from torch import nn
 from torch.utils.data import DataLoader
 {% endif %}
 
@@ -82,15 +80,16 @@ def check_replicas(config: SimpleNamespace, logger: logging.Logger) -> None:
         )
 
 
-def device_loaders(*loaders: Any) -> list[Any]:
-    """Wrap loaders in torch_xla's MpDeviceLoader where ignite has not (it does for several replicas only).
+def device_loader(loader: Any) -> Any:
+    """The training loader in torch_xla's MpDeviceLoader, where ignite has not wrapped it (it does for
+    several replicas only).
 
     The device loader copies the next batches to the TPU while a step runs (the step ends its own lazy
     graph: see engine.training_engine).
     """
     if idist.get_world_size() > 1:
-        return list(loaders)
-    return [pl.MpDeviceLoader(loader, idist.device()) for loader in loaders]
+        return loader
+    return pl.MpDeviceLoader(loader, idist.device())
 {% if flags.eval_metric %}
 
 
@@ -114,55 +113,29 @@ class _PadToBatchSize:
 def eval_device_loader(loader: Any) -> pl.MpDeviceLoader:
     """The eval loader on the TPU, its batches padded to one shape: ``(batch, number of real rows)``.
 
-    The loader is rebuilt from its dataset, sampler (a replica's shard), batch size and workers.
+    The DataLoader is rebuilt with the same dataset, sampler (a replica's shard) and settings, and a
+    padding collate function.
     """
     loader = getattr(loader, "_loader", loader)  # on several replicas, ignite has wrapped it already
+    if loader.batch_size is None:
+        raise ValueError("eval_device_loader needs a DataLoader with a batch_size, not a batch_sampler")
+    workers = {}
+    if loader.num_workers > 0:  # settings DataLoader accepts only with worker processes
+        workers = {"prefetch_factor": loader.prefetch_factor, "persistent_workers": loader.persistent_workers}
     padded = DataLoader(
         loader.dataset,
         batch_size=loader.batch_size,
         sampler=loader.sampler,
         num_workers=loader.num_workers,
         collate_fn=_PadToBatchSize(loader.collate_fn, loader.batch_size),
+        pin_memory=loader.pin_memory,
+        timeout=loader.timeout,
+        worker_init_fn=loader.worker_init_fn,
+        multiprocessing_context=loader.multiprocessing_context,
+        generator=loader.generator,
+        **workers,
     )
     return pl.MpDeviceLoader(padded, idist.device())
-
-
-class ClassifierMetrics(Metric):
-    """Accuracy and mean loss, summed on the TPU as the evaluation runs and read once, at its end.
-
-    Stands in for ignite's ``Accuracy`` and ``Loss``, which refuse an XLA device: fed from the CPU, they
-    cost two device reads per eval batch, each waiting for the TPU. Here each batch adds its correct
-    predictions, summed loss and examples (padding rows left out) to one vector on the device;
-    ``compute`` sums it over the replicas and reads it in one transfer. It sets ``accuracy`` and
-    ``loss`` in the evaluator's metrics, as ignite's two metrics would, with the same values.
-    """
-
-    # nn.CrossEntropyLoss's ignore_index: the label that leaves a padding row out of the loss.
-    IGNORED = -100
-
-    def __init__(self, loss_fn: nn.Module) -> None:
-        self.loss_fn = loss_fn
-        # The sums live on the TPU (see reset): ignite's own state stays on the CPU, as it requires.
-        super().__init__(device="cpu", metrics_result_mode="flatten")
-
-    def reset(self) -> None:
-        self.sums = torch.zeros(3, device=idist.device())
-
-    def update(self, output: tuple[torch.Tensor, torch.Tensor, torch.Tensor]) -> None:
-        logits, targets, real = output
-        correct = ((logits.argmax(dim=1) == targets) & real).sum()
-        examples = real.sum()
-        # The loss function's mean over the real rows, times their number: their summed loss.
-        loss = self.loss_fn(logits, torch.where(real, targets, self.IGNORED)) * examples
-        self.sums += torch.stack([correct.float(), loss.float(), examples.float()])
-
-    def compute(self) -> dict[str, float]:
-        sums = idist.all_reduce(self.sums)
-        # Ends the evaluation's last graph, the last batch's outputs in it: left pending, they would join the
-        # next training step's graph and make it a program of its own. Reading the sums is then a transfer.
-        torch_xla.sync()
-        correct, loss, examples = sums.tolist()
-        return {"accuracy": correct / examples, "loss": loss / examples}
 {% endif %}
 
 

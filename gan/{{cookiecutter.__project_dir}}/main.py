@@ -25,7 +25,7 @@ from tracking import setup_tracking
 from trainers import setup_trainer
 from utils import cli, start_run
 {% if flags.xla %}
-from xla import device_loaders, setup_xla_metrics
+from xla import device_loader, setup_xla_metrics
 {% endif %}
 
 
@@ -36,7 +36,7 @@ def run(local_rank: int, config: SimpleNamespace) -> None:
 
     train_loader = setup_data(config)
 {% if flags.xla %}
-    (train_loader,) = device_loaders(train_loader)
+    train_loader = device_loader(train_loader)
 {% endif %}
     epoch_length = config.train_epoch_length or len(train_loader)
 

@@ -53,7 +53,7 @@ def setup_trainer(
         _, loss_g = discriminate(fake, 1.0)
         backprop.backward(loss_g)
         backprop.step(optimizer_g)
-        # Once per iteration, after both steps: one gradient scaler (CUDA mixed precision) serves both optimizers.
+        # Once per iteration, after both optimizers have stepped (a CUDA gradient scaler serves both).
         backprop.update()
 
         # Tensors, not numbers: reading them (`.item()`) would wait for the device every step.

@@ -12,7 +12,7 @@ from models import setup_model
 from trainers import train_and_evaluate
 from utils import cli, start_run
 {% if flags.xla %}
-from xla import device_loaders, eval_device_loader
+from xla import device_loader, eval_device_loader
 {% endif %}
 
 
@@ -32,7 +32,7 @@ def run(local_rank: int, config: SimpleNamespace) -> None:
     tokenizer = setup_tokenizer(config)
     train_loader, eval_loader = setup_data(config, tokenizer)
 {% if flags.xla %}
-    (train_loader,) = device_loaders(train_loader)
+    train_loader = device_loader(train_loader)
     eval_loader = eval_device_loader(eval_loader)
 {% endif %}
     epoch_length = config.train_epoch_length or len(train_loader)
@@ -54,7 +54,7 @@ def run(local_rank: int, config: SimpleNamespace) -> None:
         milestones_values=[(0, 0.0), (round(config.warmup_ratio * total), config.lr), (total, 0.0)],
     )
 
-    train_and_evaluate(config, model, optimizer, loss_fn, lr_scheduler, (train_loader, eval_loader), outputs)
+    train_and_evaluate(config, model, optimizer, loss_fn, lr_scheduler, train_loader, eval_loader, outputs)
 
 
 if __name__ == "__main__":

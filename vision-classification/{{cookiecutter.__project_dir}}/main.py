@@ -12,7 +12,7 @@ from models import setup_model
 from trainers import train_and_evaluate
 from utils import cli, start_run
 {% if flags.xla %}
-from xla import device_loaders, eval_device_loader
+from xla import device_loader, eval_device_loader
 {% endif %}
 
 
@@ -22,7 +22,7 @@ def run(local_rank: int, config: SimpleNamespace) -> None:
 
     train_loader, eval_loader = setup_data(config)
 {% if flags.xla %}
-    (train_loader,) = device_loaders(train_loader)
+    train_loader = device_loader(train_loader)
     eval_loader = eval_device_loader(eval_loader)
 {% endif %}
     epoch_length = config.train_epoch_length or len(train_loader)
@@ -43,7 +43,7 @@ def run(local_rank: int, config: SimpleNamespace) -> None:
         milestones_values=[(0, 0.0), (epoch_length, config.lr), (config.max_epochs * epoch_length, 0.0)],
     )
 
-    train_and_evaluate(config, model, optimizer, loss_fn, lr_scheduler, (train_loader, eval_loader), outputs)
+    train_and_evaluate(config, model, optimizer, loss_fn, lr_scheduler, train_loader, eval_loader, outputs)
 
 
 if __name__ == "__main__":

@@ -22,6 +22,9 @@ from ignite.metrics import Accuracy, Loss
 from torch.utils.data import DataLoader
 {% endif %}
 
+{% if flags.eval_metric %}
+import trainers
+{% endif %}
 import xla
 
 TESTS_DIR = Path(__file__).resolve().parent
@@ -126,14 +129,14 @@ def test_eval_batches_are_padded_to_one_shape_with_their_real_row_count() -> Non
 
 
 def test_accuracy_and_loss_summed_on_the_device_equal_ignites_across_replicas(monkeypatch: pytest.MonkeyPatch) -> None:
-    """The same predictions, scored by ignite's Accuracy and Loss on the CPU and by xla.ClassifierMetrics
+    """The same predictions, scored by ignite's Accuracy and Loss on the CPU and by trainers.ClassifierMetrics
     on the XLA device, in 3 replicas of 3 batches each, the last one padded."""
     device = torch_xla.device()
-    monkeypatch.setattr(xla.idist, "device", lambda: device)
+    monkeypatch.setattr(trainers.idist, "device", lambda: device)
     generator = torch.Generator().manual_seed(0)
     loss_fn = torch.nn.CrossEntropyLoss()
     accuracy, loss = Accuracy(), Loss(loss_fn)
-    replicas = [xla.ClassifierMetrics(loss_fn) for _ in range(3)]
+    replicas = [trainers.ClassifierMetrics(loss_fn) for _ in range(3)]
     for replica in replicas:
         for rows in (8, 8, 5):
             logits = torch.randn(rows, 10, generator=generator)
@@ -152,7 +155,7 @@ def test_accuracy_and_loss_summed_on_the_device_equal_ignites_across_replicas(mo
         assert sums is replicas[0].sums
         return sum(replica.sums for replica in replicas)
 
-    monkeypatch.setattr(xla.idist, "all_reduce", all_reduce)
+    monkeypatch.setattr(trainers.idist, "all_reduce", all_reduce)
     scores = replicas[0].compute()
     assert scores["accuracy"] == accuracy.compute(), "the counts must agree exactly"
     assert scores["loss"] == pytest.approx(loss.compute(), rel=1e-6)
