@@ -11,7 +11,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from helpers import REPO
+from helpers import PYTHON, REPO, XLA_PYTHON, make_offline, readme_train_command, run_cmd, run_dirs
 
 CRUFT = str(Path(sys.executable).parent / "cruft")
 GIT = ["git", "-c", "user.email=test@example.com", "-c", "user.name=Test", "-c", "init.defaultBranch=main"]
@@ -111,3 +111,37 @@ def test_a_commit_outside_the_template_flags_the_project_but_changes_nothing(
     }
     changed = sorted(str(p) for p in before if before[p] != after[p])
     assert changed == [".cruft.json"], f"only the recorded commit may change, not {changed}"
+
+
+def test_switching_a_project_from_gpu_to_tpu_and_back_keeps_the_users_edit(template_repo: Path, tmp_path: Path) -> None:
+    """The README's one command changes an answer later: after each switch the project holds the new
+    backend's files only, is ruff-clean, trains (XLA on the XLA CPU device), and keeps the user's edit."""
+    out = tmp_path / "out"
+    out.mkdir()
+    project = create(template_repo, out, "vision-classification")
+    sh([*GIT, "init", "-q"], project)
+    commit_all(project, "generated")
+    data = project / "data.py"
+    data.write_text(data.read_text().replace("SYNTHETIC_SIZES = (1024, 256)", "SYNTHETIC_SIZES = (512, 128)"))
+    commit_all(project, "my edit")
+
+    for backend, nproc, python in (("xla-tpu", "8", XLA_PYTHON), ("nccl", "1", PYTHON)):
+        answers = json.dumps({"backend": backend, "nproc_per_node": nproc})
+        sh([CRUFT, "update", "-y", "--variables-to-update", answers], project)
+        commit_all(project, f"switched to {backend}")
+        tpu = backend == "xla-tpu"
+        assert "SYNTHETIC_SIZES = (512, 128)" in data.read_text(), f"switching to {backend} lost the user's edit"
+        assert (project / "xla.py").is_file() == tpu, f"xla.py must exist exactly on TPU (now {backend})"
+        assert (project / "tests" / "test_xla.py").is_file() == tpu
+        assert ("torch_xla" in (project / "requirements.txt").read_text()) == tpu
+        notebook = json.loads((project / "vision_classification.ipynb").read_text())
+        assert ("TPU" in json.dumps(notebook["metadata"])) == tpu, "the notebook must open on the backend's runtime"
+        for check in (["check", "."], ["format", "--check", "."]):
+            assert sh([sys.executable, "-m", "ruff", *check], project, ok=False).returncode == 0, f"ruff {check}"
+
+        make_offline(project, max_epochs=1, train_epoch_length=2)
+        argv, env = readme_train_command(project, python=python)
+        run_cmd(argv, cwd=project, timeout=600, env={"PJRT_DEVICE": "CPU"} if tpu else None)
+        assert (run_dirs(project)[-1] / "training.log").is_file(), f"the {backend} project did not train"
+        sh([*GIT, "checkout", "config.yaml"], project)  # the offline settings were for this run only
+        shutil.rmtree(project / "logs")
