@@ -370,3 +370,11 @@ def check_both_ranks_trained(ranks: list[dict], iterations: int, networks: list[
             assert not diffs, "each rank must end with the parameters rank 0 saved:\n" + "\n".join(diffs)
     shared = set(ranks[0]["batches"]) & set(ranks[1]["batches"])
     assert not shared, f"{len(shared)} batch(es) trained on by both ranks: each must train on its own share"
+
+
+# The generated test in which a short run learns its synthetic data (random data would leave nothing to learn).
+LEARNING_TESTS = {
+    "vision-classification": "test_a_short_run_learns_the_synthetic_data",
+    "text-classification": "test_a_short_run_learns_the_synthetic_data",
+    "gan": "test_a_short_run_brings_the_generated_images_closer_to_the_data",
+}

@@ -14,6 +14,7 @@ import pytest
 import torch
 import tracker_records
 from helpers import (
+    LEARNING_TESTS,
     PYTHON,
     TEMPLATES,
     check_both_ranks_trained,
@@ -247,14 +248,6 @@ def test_nccl_without_a_gpu_stops_with_advice(bake) -> None:
     )
     assert proc.returncode != 0
     assert "nccl" in proc.stderr and "gloo" in proc.stderr, proc.stderr
-
-
-# The generated test in which a short run learns its synthetic data (random data would leave nothing to learn).
-LEARNING_TESTS = {
-    "vision-classification": "test_a_short_run_learns_the_synthetic_data",
-    "text-classification": "test_a_short_run_learns_the_synthetic_data",
-    "gan": "test_a_short_run_brings_the_generated_images_closer_to_the_data",
-}
 
 
 @pytest.mark.parametrize("template", TEMPLATES)

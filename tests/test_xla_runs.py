@@ -13,7 +13,9 @@ from pathlib import Path
 import pytest
 import yaml
 from helpers import (
+    LEARNING_TESTS,
     PYTHON,
+    TEMPLATES,
     XLA_PYTHON,
     load_checkpoint,
     make_offline,
@@ -119,13 +121,17 @@ def test_xla_project_trains_3_epochs_and_stops_compiling(bake, template: str) ->
         assert {name.split(".")[0] for name in checkpoint["model"]} == {"encoder", "classifier"}
 
 
-def test_xla_project_own_tests_pass_with_bf16_and_fire(bake) -> None:
-    """The generated tests: the launch logic for 8 replicas, the shim, and a short bf16 XLA run."""
-    project = bake(backend="xla-tpu", argparser="fire", mixed_precision=True, include_test=True)
+@pytest.mark.parametrize("template", TEMPLATES)
+def test_xla_project_own_tests_pass_with_bf16_and_fire(bake, template: str) -> None:
+    """The generated tests, as a TPU user runs them: the launch logic for 8 replicas, the shim, the eval
+    metrics, and short bf16 runs on the XLA device, the one that shows the project learning included."""
+    project = bake(template, backend="xla-tpu", argparser="fire", mixed_precision=True, include_test=True)
     assert (project / "tests" / "test_xla.py").is_file()
-    proc = run_cmd([XLA_PYTHON, "-m", "pytest", "-q", "-p", "no:cacheprovider"], cwd=project, timeout=600, env=CPU_XLA)
+    proc = run_cmd([XLA_PYTHON, "-m", "pytest", "-v", "-p", "no:cacheprovider"], cwd=project, timeout=600, env=CPU_XLA)
     passed = re.search(r"(\d+) passed", proc.stdout)
     assert passed and int(passed[1]) >= 9 and "skipped" not in proc.stdout, proc.stdout
+    learns = LEARNING_TESTS[template]
+    assert f"tests/test_training.py::{learns} PASSED" in proc.stdout, f"{learns} must run and pass:\n{proc.stdout}"
 
 
 def test_gpu_and_cpu_runs_use_an_environment_without_torch_xla() -> None:

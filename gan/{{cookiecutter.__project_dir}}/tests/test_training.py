@@ -76,7 +76,8 @@ def test_a_short_run_brings_the_generated_images_closer_to_the_data(
     @torch.no_grad()
     def distance(generator: Generator) -> float:
         generator.eval()
-        return (generator(noise).mean(0) - mean_real).abs().mean().item()
+        device = next(generator.parameters()).device  # after training, the XLA device in a TPU project
+        return (generator(noise.to(device)).mean(0).cpu() - mean_real).abs().mean().item()
 
     distances, generators = [], []
 
