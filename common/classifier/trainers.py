@@ -105,39 +105,31 @@ class ClassifierMetrics(Metric):
         return {"accuracy": correct / examples, "loss": loss / examples}
 
 
+{% endif %}
 def setup_evaluator(model: nn.Module, autocast: Callable[[], AbstractContextManager]) -> Engine:
-    """Build the engine that computes predictions for the metrics, on padded batches (xla.eval_device_loader)."""
+    """Build the engine that computes predictions for the metrics{{ ", on padded batches (xla.eval_device_loader)" if flags.xla }}."""
     device = idist.device()
 
     @torch.no_grad()
-    def eval_step(
-        engine: Engine, padded: tuple[Batch, torch.Tensor]
-    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-        model.eval()
+{% if flags.xla %}
+    def eval_step(engine: Engine, padded: tuple[Batch, torch.Tensor]) -> tuple[torch.Tensor, ...]:
         batch, real_rows = padded
+{% else %}
+    def eval_step(engine: Engine, batch: Batch) -> tuple[torch.Tensor, ...]:
+{% endif %}
+        model.eval()
         inputs, targets = prepare_batch(batch, device)
         with autocast():
             logits = model(*inputs)
+{% if flags.xla %}
         # Which rows are the batch's own, not padding: the metrics count those only. Nothing is read here.
         real = torch.arange(targets.shape[0], device=device) < real_rows
         return logits.float(), targets, real
-
-    return Engine(eval_step)
 {% else %}
-def setup_evaluator(model: nn.Module, autocast: Callable[[], AbstractContextManager]) -> Engine:
-    """Build the engine that computes predictions for the metrics."""
-    device = idist.device()
-
-    @torch.no_grad()
-    def eval_step(engine: Engine, batch: Batch) -> tuple[torch.Tensor, torch.Tensor]:
-        model.eval()
-        inputs, targets = prepare_batch(batch, device)
-        with autocast():
-            logits = model(*inputs)
         return logits.float(), targets
+{% endif %}
 
     return Engine(eval_step)
-{% endif %}
 
 
 def train_and_evaluate(
