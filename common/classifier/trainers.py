@@ -35,6 +35,7 @@ from handlers import (
 {% endif %}
     setup_handlers,
 )
+from preemption import setup_clean_stop
 {% if cookiecutter.logger != "none" %}
 from tracking import setup_tracking
 {% endif %}
@@ -143,7 +144,7 @@ def train_and_evaluate(
     outputs: RunOutputs,
 ) -> None:
     """Train for ``max_epochs``, evaluating after each epoch: metrics, checkpoints, tracking, resuming."""
-    run_dir, logger = outputs
+    run_dir, logger, _ = outputs
 {% if cookiecutter.mixed_precision %}
     backprop = Backprop(config.use_amp)
 {% else %}
@@ -171,6 +172,12 @@ def train_and_evaluate(
         log_metrics(logger, engine.state.epoch, "eval", evaluator.state.metrics)
 
     setup_handlers(trainer, config)
+{% if flags.save_best %}
+    setup_best_models(evaluator, trainer, model, config, run_dir)
+{% endif %}
+{% if flags.early_stopping %}
+    setup_early_stopping(evaluator, trainer, config)
+{% endif %}
 {% if cookiecutter.save_training %}
     to_save = {
         "model": model,
@@ -179,25 +186,23 @@ def train_and_evaluate(
         "lr_scheduler": lr_scheduler,
         **backprop.state_objects(),
     }
-    setup_checkpoints(trainer, to_save, config, run_dir)
-{% endif %}
-{% if flags.save_best %}
-    setup_best_models(evaluator, trainer, model, config, run_dir)
-{% endif %}
-{% if flags.early_stopping %}
-    setup_early_stopping(evaluator, trainer, config)
+    save_training = setup_checkpoints(trainer, to_save, config, run_dir)
+    setup_clean_stop(trainer, config, run_dir, save_training)
+{% else %}
+    to_save = {"model": model}
+    setup_clean_stop(trainer, config, run_dir)
 {% endif %}
 {% if cookiecutter.logger != "none" %}
     optimizers = {"optimizer": optimizer}
     tracker = setup_tracking(trainer, evaluator, optimizers, config, run_dir) if idist.get_rank() == 0 else None
 {% endif %}
 
-    if config.resume_from:
-{% if cookiecutter.save_training %}
-        resume_from(to_save, config.resume_from, logger)
-{% else %}
-        resume_from({"model": model}, config.resume_from, logger)
-{% endif %}
+    checkpoint = outputs.checkpoint or config.resume_from
+    if checkpoint:
+        # The schedule follows this command's max_epochs: a run continued with a larger one trains longer.
+        planned = {key: lr_scheduler.state_dict()[key] for key in ("milestones", "values")}
+        resume_from(to_save, checkpoint, logger)
+        lr_scheduler.load_state_dict({**lr_scheduler.state_dict(), **planned})
 
     epoch_length = config.train_epoch_length or len(train_loader)
     trainer.run(train_loader, max_epochs=config.max_epochs, epoch_length=epoch_length)

@@ -1,7 +1,11 @@
 {% import "flags.j2" as flags with context %}
 """What every training step shares: the backend's backward pass and optimizer step, and the engine around the step."""
 
+{% if cookiecutter.deterministic %}
+from collections.abc import Callable, Iterator
+{% else %}
 from collections.abc import Callable
+{% endif %}
 {% if cookiecutter.mixed_precision %}
 from contextlib import AbstractContextManager
 {% else %}
@@ -19,6 +23,8 @@ import torch_xla.core.xla_model as xm
 {% endif %}
 {% if cookiecutter.deterministic %}
 from ignite.engine import DeterministicEngine, Engine, Events
+from ignite.engine.deterministic import ReproducibleBatchSampler, update_dataloader
+from torch.utils.data import BatchSampler, DataLoader
 {% else %}
 from ignite.engine import Engine, Events
 {% endif %}
@@ -115,6 +121,7 @@ def training_engine(train_step: Callable[[Engine, Any], dict[str, torch.Tensor]]
     # DeterministicEngine reseeds the random generators per epoch (data order, dropout, noise), so a
     # resumed run sees the same batches.
     trainer = DeterministicEngine(step)
+    trainer.add_event_handler(Events.STARTED, _draw_order_at_iter)
 {% else %}
     trainer = Engine(step)
 {% endif %}
@@ -128,3 +135,29 @@ def training_engine(train_step: Callable[[Engine, Any], dict[str, torch.Tensor]]
         # Each epoch gets its own shuffle, the same on every process.
         trainer.add_event_handler(Events.EPOCH_STARTED, lambda engine: sampler.set_epoch(engine.state.epoch - 1))
     return trainer
+{% if cookiecutter.deterministic %}
+
+
+class _OrderDrawnAtIter(ReproducibleBatchSampler):
+    """ignite's reproducible batch sampler, drawing each pass's order from the random state at ``iter(loader)``.
+
+    ignite 0.5.5's draws it at the first batch: after DeterministicEngine restores a mid-epoch checkpoint's
+    random state, so a run continued mid-epoch would train on another order than the uninterrupted run.
+    """
+
+    def __iter__(self) -> Iterator[list[int]]:
+        return self._batches(torch.get_rng_state())
+
+    def _batches(self, rng_state: torch.Tensor) -> Iterator[list[int]]:
+        current = torch.get_rng_state()
+        torch.set_rng_state(rng_state)
+        self.setup_batch_indices()
+        torch.set_rng_state(current)
+        yield from self.batch_indices
+
+
+def _draw_order_at_iter(engine: Engine) -> None:
+    loader = engine.state.dataloader
+    if isinstance(loader, DataLoader) and type(loader.batch_sampler) is BatchSampler:
+        engine.state.dataloader = update_dataloader(loader, _OrderDrawnAtIter(loader.batch_sampler))
+{% endif %}

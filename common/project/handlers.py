@@ -2,6 +2,9 @@
 """Handlers on the engines: loss logging and progress, checkpoints, stopping rules, resuming."""
 
 import logging
+{% if cookiecutter.save_training %}
+import zipfile
+{% endif %}
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
@@ -24,9 +27,6 @@ from ignite.handlers import (
 {% if cookiecutter.terminate_on_nan %}
     TerminateOnNan,
 {% endif %}
-{% if cookiecutter.limit_sec | int > 0 %}
-    TimeLimit,
-{% endif %}
 {% if cookiecutter.timer %}
     Timer,
 {% endif %}
@@ -37,7 +37,7 @@ from ignite.handlers import (
 
 
 def setup_handlers(trainer: Engine, config: SimpleNamespace) -> None:
-    """Attach loss logging, the progress bar{{ ", the NaN check" if cookiecutter.terminate_on_nan }}{{ ", the time limit" if cookiecutter.limit_sec | int > 0 }}{{ ", the iteration timer" if cookiecutter.timer }}.
+    """Attach loss logging, the progress bar{{ ", the NaN check" if cookiecutter.terminate_on_nan }}{{ ", the iteration timer" if cookiecutter.timer }}.
 
     Stands in for ignite's ``common.setup_common_training_handlers``, whose ``TerminateOnNan`` and
     ``RunningAverage`` read the step's output every iteration: on a TPU each read waits for the device.
@@ -79,11 +79,6 @@ def setup_handlers(trainer: Engine, config: SimpleNamespace) -> None:
     terminate_on_nan.logger = trainer.logger  # why training stopped goes to training.log too
     trainer.add_event_handler(every, terminate_on_nan)
 {% endif %}
-{% if cookiecutter.limit_sec | int > 0 %}
-    time_limit = TimeLimit(config.limit_sec)
-    time_limit.logger = trainer.logger
-    trainer.add_event_handler(Events.ITERATION_COMPLETED, time_limit)
-{% endif %}
 {% if cookiecutter.timer %}
     timer = Timer(average=True)
     timer.attach(trainer, step=Events.ITERATION_COMPLETED)
@@ -95,24 +90,41 @@ def setup_handlers(trainer: Engine, config: SimpleNamespace) -> None:
 {% if cookiecutter.save_training %}
 
 
-def setup_checkpoints(trainer: Engine, to_save: dict[str, Any], config: SimpleNamespace, run_dir: Path) -> None:
-    """Save the training state every ``save_every_iters`` iterations and at every epoch end, so a run can resume."""
+def setup_checkpoints(trainer: Engine, to_save: dict[str, Any], config: SimpleNamespace, run_dir: Path) -> Checkpoint:
+    """Save the training state every ``save_every_iters`` iterations and after each epoch, so a run can continue."""
     save_training = Checkpoint(
         to_save,
         DiskSaver(run_dir, require_empty=False),
         filename_prefix=config.filename_prefix,
         n_saved=config.n_saved,
     )
-    trainer.add_event_handler(
-        Events.ITERATION_COMPLETED(
-            event_filter=lambda engine, it: it % config.save_every_iters == 0 or it % engine.state.epoch_length == 0
-        ),
-        save_training,
+    # A continued run's earlier checkpoints count towards n_saved (preemption.py).
+    count_saved_files(save_training, saved_training_checkpoints(run_dir, config.filename_prefix))
+    # The epoch's last iteration is saved after the epoch's handlers (evaluation, best models, early
+    # stopping), so that the checkpoint holds what they did.
+    mid_epoch = Events.ITERATION_COMPLETED(
+        event_filter=lambda engine, it: it % config.save_every_iters == 0 and it % engine.state.epoch_length != 0
     )
+    trainer.add_event_handler(mid_epoch | Events.EPOCH_COMPLETED, save_training)
+    return save_training
 
-    @trainer.on(Events.COMPLETED)
-    def log_last_checkpoint(engine: Engine) -> None:
-        engine.logger.info("Last training checkpoint: %s", save_training.last_checkpoint)
+
+def saved_training_checkpoints(run_dir: Path, filename_prefix: str) -> list[tuple[int, Path]]:
+    """The complete training checkpoints in ``run_dir``, as (iteration, path), oldest first.
+
+    DiskSaver writes each to a temporary file that it renames when complete: a file of this name that
+    is not a whole zip archive (as torch.save writes) was not written by it, and is left out.
+    """
+    paths = Path(run_dir).glob(f"{filename_prefix}_checkpoint_*.pt")
+    saved = [(int(path.stem.rsplit("_", 1)[1]), path) for path in paths if path.stem.rsplit("_", 1)[1].isdigit()]
+    return sorted((iteration, path) for iteration, path in saved if zipfile.is_zipfile(path))
+{% endif %}
+{% if flags.save_checkpoints %}
+
+
+def count_saved_files(handler: Checkpoint, saved: list[tuple[float, Path]]) -> None:
+    """Give a checkpoint handler the files it saved before (priority, path): it keeps ``n_saved`` of them all."""
+    handler.load_state_dict({"_saved": [(priority, path.name) for priority, path in sorted(saved)]})
 {% endif %}
 {% if flags.save_best %}
 
@@ -130,6 +142,9 @@ def setup_best_models(
         n_saved=config.n_saved,
         global_step_transform=global_step_from_engine(trainer),
     )
+    # A continued run's best models so far compete with its next ones (the score is in the name).
+    best = [(float(path.stem.rsplit("=", 1)[1]), path) for path in run_dir.glob("best_model_*_{{ flags.eval_metric }}=*.pt")]
+    count_saved_files(save_best, best)
     evaluator.add_event_handler(Events.COMPLETED, save_best)
 {% endif %}
 {% if flags.early_stopping %}
@@ -142,6 +157,18 @@ def setup_early_stopping(evaluator: Engine, trainer: Engine, config: SimpleNames
     )
     stopper.logger = trainer.logger
     evaluator.add_event_handler(Events.COMPLETED, stopper)
+    # Its count of evaluations without improvement is part of the trainer's state: a training checkpoint
+    # keeps it, and a run continued from one stops when the uninterrupted run would have.
+    trainer.state.early_stopping = stopper.state_dict()
+    trainer.state_dict_user_keys.append("early_stopping")
+
+    @evaluator.on(Events.COMPLETED)
+    def keep_count(_: Engine) -> None:
+        trainer.state.early_stopping = stopper.state_dict()
+
+    @trainer.on(Events.STARTED)
+    def restore_count(engine: Engine) -> None:
+        stopper.load_state_dict(engine.state.early_stopping)
 {% endif %}
 
 

@@ -8,7 +8,6 @@ import sys
 from argparse import ArgumentParser
 {% endif %}
 from collections.abc import Callable
-from datetime import datetime
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any, NamedTuple
@@ -28,6 +27,12 @@ from ignite.utils import manual_seed, setup_logger
 from omegaconf import DictConfig, OmegaConf
 {% endif %}
 from tqdm import tqdm
+
+{% if flags.xla %}
+from preemption import catch_stop_signals, setup_run_dir
+{% else %}
+from preemption import catch_stop_signals, exit_if_stopped, setup_run_dir
+{% endif %}
 {% if flags.xla %}
 
 # Importing xla also adds back the torch_xla names ignite 0.5.5 calls (see xla.py).
@@ -139,61 +144,57 @@ def launch(run: RunFn, config: SimpleNamespace) -> None:
             "master_addr": config.master_addr,
             "master_port": config.master_port,
         }
+    catch_stop_signals()  # a stop signal is forwarded to the processes started here (preemption.py)
     with idist.Parallel(backend=config.backend, **spawn_kwargs) as parallel:
         parallel.run(run, config)
+    exit_if_stopped()
 {% elif not flags.xla %}
 
 
 def launch(run: RunFn, config: SimpleNamespace) -> None:
     """Call ``run(local_rank, config)`` in every training process."""
     check_backend(config.backend)
+    catch_stop_signals()  # torchrun forwards a stop signal to each process (preemption.py)
     # torchrun (or no launcher at all) has already started the processes: ignite joins them.
     with idist.Parallel(backend=config.backend) as parallel:
         parallel.run(run, config)
+    exit_if_stopped()
 {% endif %}
 
 
 class RunOutputs(NamedTuple):
-    """Where a run writes: its directory (config, checkpoints, ...) and the logger of its ``training.log``."""
+    """Where a run writes (config, checkpoints, ...), the logger of its ``training.log``, and the checkpoint
+    it continues from when it continues an interrupted run (preemption.py)."""
 
     run_dir: Path
     logger: logging.Logger
+    checkpoint: Path | None
 
 
 def start_run(config: SimpleNamespace) -> RunOutputs:
-    """Seed this process, create the run directory and the log: what every run does first."""
+    """Seed this process, open the run directory (a new one, or the interrupted run's) and the log."""
+    catch_stop_signals()
     manual_seed(config.seed + idist.get_rank())
 {% if cookiecutter.deterministic %}
     # Reproducible cuDNN kernels; the trainer reseeds the rest (data order, noise).
     torch.backends.cudnn.deterministic = True
     torch.backends.cudnn.benchmark = False
 {% endif %}
-    run_dir = setup_run_dir(config)
+    run_dir, checkpoint, finished = setup_run_dir(config)
     logger = setup_logging(run_dir)
-    logger.info("Run directory: %s", run_dir)
+    if finished:
+        logger.info("The run in %s finished (%s): nothing to train.", run_dir, finished)
+        logger.info("To train it longer, raise max_epochs; to train anew, set another output_dir.")
+        raise SystemExit(0)
+    if checkpoint:
+        logger.info("Continuing the run in %s from %s", run_dir, checkpoint)
+    else:
+        logger.info("Run directory: %s", run_dir)
     logger.info("World size: %d, backend: %s, device: %s", idist.get_world_size(), idist.backend(), idist.device())
 {% if flags.xla %}
     check_replicas(config, logger)
 {% endif %}
-    return RunOutputs(run_dir, logger)
-
-
-def setup_run_dir(config: SimpleNamespace) -> Path:
-    """Create a fresh run directory under ``output_dir`` and save the config there (rank 0)."""
-    run_dir = ""
-    if idist.get_rank() == 0:
-        stamp = datetime.now().strftime("%Y%m%d-%H%M%S")
-        path = Path(config.output_dir) / f"{stamp}-{config.backend or 'single'}"
-        suffix = 1
-        while path.exists():  # two runs started in the same second
-            suffix += 1
-            path = Path(config.output_dir) / f"{stamp}-{config.backend or 'single'}-{suffix}"
-        path.mkdir(parents=True)
-        with open(path / "config-lock.yaml", "w") as f:
-            yaml.safe_dump(vars(config), f, sort_keys=False)
-        run_dir = path.as_posix()
-    # Every process needs the same path, chosen once by rank 0.
-    return Path(idist.broadcast(run_dir, src=0))
+    return RunOutputs(run_dir, logger, checkpoint)
 
 
 class _AboveProgressBar:

@@ -26,6 +26,8 @@ from ignite.engine import Engine, Events
 from torch.utils.data import DataLoader
 {% endif %}
 
+from preemption import catch_stop_signals, exit_if_stopped
+
 # torch_xla 2.7 removed these names of torch_xla.core.xla_model in favour of torch_xla.runtime; ignite
 # 0.5.5's xla-tpu backend still calls them, so every idist call on a TPU would fail with AttributeError.
 REMOVED_NAMES = {
@@ -56,7 +58,9 @@ def launch(run: Callable[[int, SimpleNamespace], None], config: SimpleNamespace)
     which PJRT refuses (torch_xla >= 2.6 takes one replica per device or 1). ``torch_xla.launch`` starts
     one per device, and each replica compares the count with ``nproc_per_node`` (``check_replicas``).
     """
+    catch_stop_signals()  # a stop signal is forwarded to the replicas (preemption.py)
     torch_xla.launch(_xla_replica, args=(run, config))
+    exit_if_stopped()
 
 
 def _xla_replica(_index: int, run: Callable[[int, SimpleNamespace], None], config: SimpleNamespace) -> None:

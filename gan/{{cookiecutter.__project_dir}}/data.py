@@ -11,6 +11,8 @@ from torch.utils.data import DataLoader, Dataset
 from torchvision import datasets
 from torchvision import transforms as T
 
+from preemption import ignore_stop_signals
+
 DATASETS = ("cifar10", "mnist", "folder", "synthetic")
 # PIL image mode for each number of channels.
 MODES = {1: "L", 3: "RGB"}
@@ -96,5 +98,10 @@ def setup_data(config: SimpleNamespace) -> DataLoader:
     # `batch_size` is global: ignite divides it by the number of processes. Full batches only
     # (drop_last): every step has the same shapes, which XLA needs to compile the step once.
     return idist.auto_dataloader(
-        dataset, batch_size=config.batch_size, num_workers=config.num_workers, shuffle=True, drop_last=True
+        dataset,
+        batch_size=config.batch_size,
+        num_workers=config.num_workers,
+        worker_init_fn=ignore_stop_signals,
+        shuffle=True,
+        drop_last=True,
     )

@@ -19,6 +19,7 @@ from handlers import (
 )
 from images import plot_losses, save_samples
 from models import Discriminator, Generator
+from preemption import setup_clean_stop
 {% if cookiecutter.logger != "none" %}
 from tracking import setup_tracking
 {% endif %}
@@ -31,7 +32,7 @@ from xla import device_loader, setup_xla_metrics
 
 def run(local_rank: int, config: SimpleNamespace) -> None:
     """Train the generator and the discriminator in one process (one of several in distributed training)."""
-    run_dir, logger = start_run(config)
+    run_dir, logger, checkpoint = start_run(config)
     rank = idist.get_rank()
 
     train_loader = setup_data(config)
@@ -76,7 +77,11 @@ def run(local_rank: int, config: SimpleNamespace) -> None:
         "trainer": trainer,
         **backprop.state_objects(),
     }
-    setup_checkpoints(trainer, to_save, config, run_dir)
+    save_training = setup_checkpoints(trainer, to_save, config, run_dir)
+    setup_clean_stop(trainer, config, run_dir, save_training)
+{% else %}
+    to_save = networks
+    setup_clean_stop(trainer, config, run_dir)
 {% endif %}
 {% if cookiecutter.logger != "none" %}
     optimizers = {"generator": optimizer_g, "discriminator": optimizer_d}
@@ -98,12 +103,10 @@ def run(local_rank: int, config: SimpleNamespace) -> None:
         if rank == 0 and engine.state.loss_history:
             plot_losses(engine.state.loss_history, run_dir / "losses.png")
 
-    if config.resume_from:
-{% if cookiecutter.save_training %}
-        resume_from(to_save, config.resume_from, logger)
-{% else %}
-        resume_from(networks, config.resume_from, logger)
-{% endif %}
+    # An interrupted run's newest checkpoint when this command continues it (preemption.py), or resume_from.
+    checkpoint = checkpoint or config.resume_from
+    if checkpoint:
+        resume_from(to_save, checkpoint, logger)
 
     trainer.run(train_loader, max_epochs=config.max_epochs, epoch_length=epoch_length)
 {% if cookiecutter.logger != "none" %}

@@ -10,6 +10,8 @@ from datasets import Dataset, load_dataset
 from torch.utils.data import DataLoader
 from transformers import AutoTokenizer, BertTokenizer, PreTrainedTokenizerBase
 
+from preemption import ignore_stop_signals
+
 # Texts are tokenized before the data loader forks its workers, which never tokenize: without this,
 # the tokenizers library warns in every worker that it turns its own threads off.
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
@@ -82,10 +84,19 @@ def setup_data(config: SimpleNamespace, tokenizer: PreTrainedTokenizerBase) -> t
 
     # `batch_size` is global: ignite divides it by the number of processes.
     train_loader = idist.auto_dataloader(
-        train, batch_size=config.batch_size, num_workers=config.num_workers, shuffle=True, drop_last=True
+        train,
+        batch_size=config.batch_size,
+        num_workers=config.num_workers,
+        worker_init_fn=ignore_stop_signals,
+        shuffle=True,
+        drop_last=True,
     )
     eval_loader = idist.auto_dataloader(
-        evaluation, batch_size=config.eval_batch_size, num_workers=config.num_workers, shuffle=False
+        evaluation,
+        batch_size=config.eval_batch_size,
+        num_workers=config.num_workers,
+        worker_init_fn=ignore_stop_signals,
+        shuffle=False,
     )
     return train_loader, eval_loader
 

@@ -12,6 +12,8 @@ from torch.utils.data import DataLoader, Dataset
 from torchvision import datasets
 from torchvision import transforms as T
 
+from preemption import ignore_stop_signals
+
 # CIFAR-10 statistics, used for both datasets so the model sees the same input scale.
 MEAN = (0.4914, 0.4822, 0.4465)
 STD = (0.2470, 0.2435, 0.2616)
@@ -84,10 +86,19 @@ def setup_data(config: SimpleNamespace) -> tuple[DataLoader, DataLoader]:
 
     # `batch_size` is global: ignite divides it by the number of processes.
     train_loader = idist.auto_dataloader(
-        train, batch_size=config.batch_size, num_workers=config.num_workers, shuffle=True, drop_last=True
+        train,
+        batch_size=config.batch_size,
+        num_workers=config.num_workers,
+        worker_init_fn=ignore_stop_signals,
+        shuffle=True,
+        drop_last=True,
     )
     eval_loader = idist.auto_dataloader(
-        evaluation, batch_size=config.eval_batch_size, num_workers=config.num_workers, shuffle=False
+        evaluation,
+        batch_size=config.eval_batch_size,
+        num_workers=config.num_workers,
+        worker_init_fn=ignore_stop_signals,
+        shuffle=False,
     )
     return train_loader, eval_loader
 

@@ -1,0 +1,52 @@
+"""Sends a training process a stop signal at an exact moment, from outside the generated code.
+
+Python imports this module at start-up in every process whose PYTHONPATH names this directory, when
+``STOP_PROBE`` is set to ``WHERE:N`` or ``WHERE:N:KILL``:
+
+- ``iteration:N``: SIGTERM while the trainer runs iteration N (at its ITERATION_STARTED event);
+- ``epoch_end:N``: SIGTERM as epoch N's end handlers start (the classifiers' evaluation, the GAN's samples);
+- ``save:N``: SIGTERM while the training checkpoint of iteration N is being written (inside ``torch.save``);
+- ``save:N:KILL``: SIGKILL half-way through writing that checkpoint: half of its bytes are on disk.
+
+The trainer is the engine whose ``run`` is outermost (an evaluator runs inside it).
+"""
+
+import os
+
+if os.environ.get("STOP_PROBE"):
+    import signal
+
+    import torch
+    from ignite.engine import Engine, Events
+
+    _where, _n, *_how = os.environ["STOP_PROBE"].split(":")
+    _n = int(_n)
+    _trainer = []
+    _run, _fire_event, _save = Engine.run, Engine._fire_event, torch.save
+
+    def run(engine, *args, **kwargs):
+        if not _trainer:
+            _trainer.append(engine)
+        return _run(engine, *args, **kwargs)
+
+    def fire_event(engine, event_name, *args, **kwargs):
+        if _trainer and engine is _trainer[0]:
+            state = engine.state
+            if _where == "iteration" and event_name == Events.ITERATION_STARTED and state.iteration == _n:
+                os.kill(os.getpid(), signal.SIGTERM)
+            if _where == "epoch_end" and event_name == Events.EPOCH_COMPLETED and state.epoch == _n:
+                os.kill(os.getpid(), signal.SIGTERM)
+        return _fire_event(engine, event_name, *args, **kwargs)
+
+    def save(obj, f, *args, **kwargs):
+        iteration = obj.get("trainer", {}).get("iteration") if isinstance(obj, dict) else None
+        if _where == "save" and iteration == _n:
+            if _how == ["KILL"]:
+                _save(obj, f, *args, **kwargs)
+                f.flush()
+                os.truncate(f.fileno(), os.fstat(f.fileno()).st_size // 2)
+                os.kill(os.getpid(), signal.SIGKILL)
+            os.kill(os.getpid(), signal.SIGTERM)
+        return _save(obj, f, *args, **kwargs)
+
+    Engine.run, Engine._fire_event, torch.save = run, fire_event, save
