@@ -8,6 +8,7 @@ exactly that for every answer that shapes config.yaml, and that every argparser 
 import ast
 import importlib.util
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -88,9 +89,17 @@ def test_config_lacking_keys_is_refused_naming_each_with_its_value(bake, templat
 
 
 def load_utils(project: Path):
+    """The project's utils.py, imported with its sibling modules (``preemption``, ``runs``, ...) from ``project``."""
+    siblings = {path.stem for path in project.glob("*.py")}
     spec = importlib.util.spec_from_file_location(f"utils_{project.parent.name}", project / "utils.py")
     module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
+    sys.path.insert(0, str(project))
+    try:
+        spec.loader.exec_module(module)
+    finally:
+        sys.path.remove(str(project))
+        for name in siblings:  # another test's project has modules of the same names
+            sys.modules.pop(name, None)
     return module
 
 

@@ -6,6 +6,7 @@ import at start-up): during an iteration, as an epoch's end handlers start (the 
 and in the middle of writing a checkpoint.
 """
 
+import json
 import os
 import shutil
 import signal
@@ -69,8 +70,12 @@ def test_a_run_stopped_three_times_and_continued_ends_bit_identical_to_an_uninte
         proc = train(project, probe)
         assert proc.returncode == SIGTERM_EXIT, f"SIGTERM at {probe}: the run must exit with 143\n{outcome(proc)}"
         (run_dir,) = run_dirs(project)  # every rerun continues the same run, in its directory
-        assert status(run_dir) == {"status": "stopped", "reason": "SIGTERM", "epoch": (stopped_at - 1) // 4 + 1,
-                                   "iteration": stopped_at}, f"after SIGTERM at {probe}"
+        assert status(run_dir) == {
+            "status": "stopped",
+            "reason": "SIGTERM",
+            "epoch": (stopped_at - 1) // 4 + 1,
+            "iteration": stopped_at,
+        }, f"after SIGTERM at {probe}"
         assert (run_dir / f"training_checkpoint_{stopped_at}.pt").is_file(), f"no checkpoint where {probe} stopped"
         assert not list(run_dir.glob("tmp*")), "a half-written checkpoint was left behind"
     proc = train(project)
@@ -93,3 +98,158 @@ def test_a_run_stopped_three_times_and_continued_ends_bit_identical_to_an_uninte
     assert proc.returncode == 0, outcome(proc)
     assert "finished (max_epochs at epoch 3, iteration 12): nothing to train" in read_log(run_dir)["text"]
     assert read_log(run_dir)["iterations"] == list(range(1, 13))
+
+
+def processes_in(project: Path) -> list[int]:
+    """The processes still running in ``project`` (their working directory): launchers, workers, loaders."""
+    alive = []
+    for proc in Path("/proc").iterdir():
+        try:
+            if proc.name.isdigit() and Path(os.readlink(proc / "cwd")) == project:
+                alive.append(int(proc.name))
+        except OSError:  # gone, or not ours to read
+            continue
+    return alive
+
+
+def wait_for_iteration(project: Path, launcher: subprocess.Popen, iteration: int, timeout: float = 240) -> Path:
+    """Wait until training.log shows ``iteration`` trained; return the run directory."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        assert launcher.poll() is None, f"training ended before iteration {iteration}:\n{launcher.communicate()}"
+        for log in project.glob("logs/*/training.log"):
+            if read_log(log.parent)["iterations"][-1:] >= [iteration]:
+                return log.parent
+        time.sleep(0.2)
+    raise AssertionError(f"iteration {iteration} not reached in {timeout} s")
+
+
+@pytest.mark.parametrize("launcher", ["torchrun", "spawn"])
+def test_sigterm_to_the_launcher_stops_both_processes_at_one_iteration_and_the_rerun_finishes(
+    bake, tmp_path: Path, launcher: str
+) -> None:
+    project = bake(argparser="argparse", backend="gloo", launcher=launcher, nproc_per_node="2", master_port=free_port())
+    # Long enough to be stopped in the middle; the processes agree on stopping wherever they log (every iteration).
+    make_offline(project, max_epochs=1, train_epoch_length=40, log_every_iters=1)
+    argv, _ = readme_train_command(project)
+    records = tmp_path / "ranks"
+    records.mkdir()
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).parent / "rank_probe"), "RANK_PROBE_DIR": str(records)}
+    output = {"stdout": subprocess.PIPE, "stderr": subprocess.STDOUT, "text": True}
+    with subprocess.Popen(argv, cwd=project, env=env, **output) as run:
+        run_dir = wait_for_iteration(project, run, 2)
+        run.send_signal(signal.SIGTERM)
+        output, _ = run.communicate(timeout=60)
+    if launcher == "spawn":  # torchrun exits with its own status for a signal it got
+        assert run.returncode == SIGTERM_EXIT, f"exit code {run.returncode}\n{output[-5000:]}"
+    time.sleep(1)
+    assert not processes_in(project), f"processes left running after the launcher exited:\n{output[-5000:]}"
+    stopped = status(run_dir)
+    assert stopped["status"] == "stopped", output[-5000:]
+    import torch
+
+    ranks = [torch.load(path, weights_only=True) for path in sorted(records.glob("rank*.pt"))]
+    assert [(r["rank"], r["iteration"]) for r in ranks] == [(0, stopped["iteration"]), (1, stopped["iteration"])], (
+        "both processes stop after the same iteration"
+    )
+    checkpoints = [p.name for p in run_dir.glob("training_checkpoint_*.pt")]
+    assert checkpoints == [f"training_checkpoint_{stopped['iteration']}.pt"], "rank 0 saves one checkpoint"
+    assert "Traceback" not in (run_dir / "training.log").read_text()
+
+    argv, _ = readme_train_command(project)
+    proc = subprocess.run(argv, cwd=project, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, outcome(proc)
+    assert run_dirs(project) == [run_dir], "the rerun continues the stopped run"
+    assert status(run_dir) == {"status": "finished", "reason": "max_epochs", "epoch": 1, "iteration": 40}
+    assert read_log(run_dir)["iterations"] == list(range(1, 41)), "each iteration trained once"
+
+
+def test_kill_9_while_writing_a_checkpoint_continues_from_the_newest_complete_one(bake) -> None:
+    project = bake("vision-classification", launcher="none")
+    make_offline(project, max_epochs=3, train_epoch_length=4, save_every_iters=3)
+    proc = train(project, "save:6:KILL")  # SIGKILL with half of checkpoint 6 written
+    assert proc.returncode == -signal.SIGKILL, outcome(proc)
+    (run_dir,) = run_dirs(project)
+    (half_written,) = run_dir.glob("tmp*")  # DiskSaver writes to a temporary file, renamed once complete
+    # A file of a checkpoint's name that is not complete (copied in, or from a writer that is not atomic).
+    shutil.copy(half_written, run_dir / "training_checkpoint_9.pt")
+    # n_saved: 2 complete checkpoints stay while the third is written (ignite's Checkpoint would remove one first).
+    assert sorted(p.name for p in run_dir.glob("training_checkpoint_*.pt")) == [
+        "training_checkpoint_3.pt",
+        "training_checkpoint_4.pt",
+        "training_checkpoint_9.pt",
+    ]
+
+    proc = train(project)
+    assert proc.returncode == 0, outcome(proc)
+    log = read_log(run_dir)
+    assert f"from {run_dir.relative_to(project)}/training_checkpoint_4.pt" in log["text"], log["text"][-3000:]
+    assert log["iterations"][-8:] == list(range(5, 13)), "the continued run trains from iteration 5 to the end"
+    assert status(run_dir)["status"] == "finished"
+
+
+def test_the_same_command_continues_its_own_run_only(bake) -> None:
+    project = bake("gan", launcher="none")
+    make_offline(project, max_epochs=1, train_epoch_length=3)
+    for _ in range(2):
+        proc = train(project)
+        assert proc.returncode == 0, outcome(proc)
+    (run_dir,) = run_dirs(project)
+    log = read_log(run_dir)
+    assert log["iterations"] == [1, 2, 3], "a finished run is not trained again"
+    assert "finished (max_epochs at epoch 1, iteration 3): nothing to train" in log["text"]
+
+    # A larger max_epochs trains the finished run longer, in its directory.
+    make_offline(project, max_epochs=2, train_epoch_length=3)
+    proc = train(project)
+    assert proc.returncode == 0, outcome(proc)
+    assert run_dirs(project) == [run_dir]
+    assert read_log(run_dir)["iterations"] == [1, 2, 3, 4, 5, 6]
+    assert yaml.safe_load((run_dir / "config-lock.yaml").read_text())["max_epochs"] == 2, "the lock has the new value"
+
+    # Any other change is another run.
+    make_offline(project, max_epochs=2, train_epoch_length=3, lr=0.001)
+    proc = train(project)
+    assert proc.returncode == 0, outcome(proc)
+    first, second = run_dirs(project)
+    assert first == run_dir and read_log(second)["iterations"] == [1, 2, 3, 4, 5, 6]
+
+
+SIGNALS = """
+import os, signal, time
+import preemption
+
+preemption.catch_stop_signals()
+os.kill(os.getpid(), signal.SIGINT)
+os.kill(os.getpid(), signal.SIGTERM)  # the same stop, delivered again (terminal, launcher, scheduler)
+assert (preemption.STOP.signum, preemption.STOP.reason) == (signal.SIGINT, "SIGINT")
+time.sleep(1.2)
+try:
+    os.kill(os.getpid(), signal.SIGINT)  # a second Ctrl-C
+except KeyboardInterrupt as aborted:
+    print("aborted:", aborted)
+"""
+
+
+def test_the_first_stop_signal_asks_for_a_clean_stop_and_a_second_one_aborts(bake) -> None:
+    project = bake("vision-classification", launcher="none")
+    proc = subprocess.run([PYTHON, "-c", SIGNALS], cwd=project, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, outcome(proc)
+    assert proc.stdout.strip() == "aborted: a second stop signal (SIGINT): aborted", proc.stdout
+
+
+def test_a_tpu_run_stopped_and_continued_compiles_nothing_after_warm_up(bake) -> None:
+    project = bake("vision-classification", backend="xla-tpu")
+    make_offline(project, max_epochs=3, train_epoch_length=4)
+    proc = train(project, "iteration:6:PARENT", python=XLA_PYTHON)  # to the launcher: replicas ignore signals
+    assert proc.returncode == SIGTERM_EXIT, outcome(proc)
+    (run_dir,) = run_dirs(project)
+    assert status(run_dir)["iteration"] == 6 and (run_dir / "training_checkpoint_6.pt").is_file()
+
+    proc = train(project, python=XLA_PYTHON)
+    assert proc.returncode == 0, outcome(proc)
+    assert read_log(run_dir)["iterations"] == list(range(1, 13))
+    metrics = json.loads((run_dir / "xla_metrics.json").read_text())  # the continued run's: epochs 2 (part) and 3
+    assert len(metrics["compilations_per_epoch"]) == 2, metrics
+    assert metrics["compilations_per_epoch"][1:] == [0], f"training compiled after warm-up: {metrics}"
+    assert metrics["eval_compilations_per_epoch"][1:] == [0], f"evaluation compiled after warm-up: {metrics}"

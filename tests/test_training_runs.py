@@ -116,7 +116,7 @@ def test_single_process_run_trains_and_evaluates_with_the_asked_checkpoints_and_
 
 def train_to_a_stop(project) -> dict:
     """Train with the README's command, as a user would; return training.log (see read_log), where the
-    trainer says that a handler stopped it and the handler (EarlyStopping, TerminateOnNan, TimeLimit) why."""
+    trainer says that a handler stopped it and the handler (EarlyStopping, TerminateOnNan, the time limit) why."""
     argv, _ = readme_train_command(project)
     run_cmd(argv, cwd=project)
     (run_dir,) = run_dirs(project)
@@ -151,16 +151,25 @@ def test_a_nan_loss_stops_training_at_the_iteration_it_appears(bake) -> None:
     assert "TerminateOnNan: Output '[nan]' contains NaN or Inf. Stop training" in log["text"], log["text"][-3000:]
 
 
-def test_time_limit_stops_training_long_before_its_last_iteration(bake) -> None:
-    project = bake(argparser="argparse", launcher="none", limit_sec="1", save_training=False, save_best_model=False)
+def test_time_limit_stops_training_with_a_checkpoint_and_the_same_command_continues(bake) -> None:
+    project = bake(argparser="argparse", launcher="none", limit_sec="1", save_best_model=False)
     # 2000 iterations of resnet18 take a minute or more on a CPU: far beyond the limit of 1 second.
     total = 2000
     config = make_offline(project, max_epochs=1, train_epoch_length=total)
     assert config["limit_sec"] == 1
     log = train_to_a_stop(project)
-    assert log["iterations"] and log["iterations"][-1] < total, f"1 s must stop the run before iteration {total}"
+    stopped = log["iterations"][-1]
+    assert stopped < total, f"1 s must stop the run before iteration {total}"
     assert not log["evals"], "the run stopped within its only epoch"
-    assert "Reached the time limit: 1 sec. Stop training" in log["text"], log["text"][-3000:]
+    assert f"Stopping after iteration {stopped}: the time limit (limit_sec: 1)" in log["text"], log["text"][-3000:]
+    (run_dir,) = run_dirs(project)
+    assert (run_dir / f"training_checkpoint_{stopped}.pt").is_file(), "a run stopped by the time limit can continue"
+
+    # Each command trains for limit_sec: the same command continues the run, and stops it again.
+    log = train_to_a_stop(project)
+    assert run_dirs(project) == [run_dir], "the same command continues the run in its directory"
+    assert f"from {run_dir.relative_to(project)}/training_checkpoint_{stopped}.pt" in log["text"], log["text"][-3000:]
+    assert log["iterations"][-1] > stopped, "the continued run trains on from where the first stopped"
 
 
 @pytest.mark.parametrize("launcher", ["torchrun", "spawn"])

@@ -6,7 +6,8 @@ Python imports this module at start-up in every process whose PYTHONPATH names t
 - ``iteration:N``: SIGTERM while the trainer runs iteration N (at its ITERATION_STARTED event);
 - ``epoch_end:N``: SIGTERM as epoch N's end handlers start (the classifiers' evaluation, the GAN's samples);
 - ``save:N``: SIGTERM while the training checkpoint of iteration N is being written (inside ``torch.save``);
-- ``save:N:KILL``: SIGKILL half-way through writing that checkpoint: half of its bytes are on disk.
+- ``save:N:KILL``: SIGKILL half-way through writing that checkpoint: half of its bytes are on disk;
+- ``...:PARENT``: SIGTERM to the parent process instead: the launcher of TPU replicas, which ignore signals.
 
 The trainer is the engine whose ``run`` is outermost (an evaluator runs inside it).
 """
@@ -21,6 +22,7 @@ if os.environ.get("STOP_PROBE"):
 
     _where, _n, *_how = os.environ["STOP_PROBE"].split(":")
     _n = int(_n)
+    _target = os.getppid() if _how == ["PARENT"] else os.getpid()
     _trainer = []
     _run, _fire_event, _save = Engine.run, Engine._fire_event, torch.save
 
@@ -33,9 +35,9 @@ if os.environ.get("STOP_PROBE"):
         if _trainer and engine is _trainer[0]:
             state = engine.state
             if _where == "iteration" and event_name == Events.ITERATION_STARTED and state.iteration == _n:
-                os.kill(os.getpid(), signal.SIGTERM)
+                os.kill(_target, signal.SIGTERM)
             if _where == "epoch_end" and event_name == Events.EPOCH_COMPLETED and state.epoch == _n:
-                os.kill(os.getpid(), signal.SIGTERM)
+                os.kill(_target, signal.SIGTERM)
         return _fire_event(engine, event_name, *args, **kwargs)
 
     def save(obj, f, *args, **kwargs):
@@ -46,7 +48,7 @@ if os.environ.get("STOP_PROBE"):
                 f.flush()
                 os.truncate(f.fileno(), os.fstat(f.fileno()).st_size // 2)
                 os.kill(os.getpid(), signal.SIGKILL)
-            os.kill(os.getpid(), signal.SIGTERM)
+            os.kill(_target, signal.SIGTERM)
         return _save(obj, f, *args, **kwargs)
 
     Engine.run, Engine._fire_event, torch.save = run, fire_event, save
