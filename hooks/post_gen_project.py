@@ -87,6 +87,59 @@ print("torch", torch.__version__, "- GPUs visible:", torch.cuda.device_count())"
 
 SETUPS = {"nccl": GPU_SETUP, "gloo": CPU_SETUP}
 
+# Runs kept on Google Drive survive a disconnect (the runtime's disk does not): "Run all" then continues.
+DRIVE = string.Template("""\
+# A disconnected Colab runtime loses its disk, run directories included. On Google Drive they stay, and
+# "Run all" after a disconnect continues the interrupted run. Skipped outside Colab (and when False).
+KEEP_RUNS_ON_DRIVE = True
+
+import sys
+from pathlib import Path
+
+import yaml
+
+output_dir = Path(yaml.safe_load(Path("config.yaml").read_text())["output_dir"])
+if KEEP_RUNS_ON_DRIVE and "google.colab" in sys.modules:
+    from google.colab import drive
+
+    drive.mount("/content/drive")
+    on_drive = Path("/content/drive/MyDrive") / "$slug" / output_dir.name
+    on_drive.mkdir(parents=True, exist_ok=True)
+    if output_dir.is_symlink():
+        output_dir.unlink()
+    if output_dir.exists():
+        raise SystemExit(f"{output_dir} holds runs on this runtime: move them to {on_drive}, then run this again.")
+    output_dir.parent.mkdir(parents=True, exist_ok=True)
+    output_dir.symlink_to(on_drive, target_is_directory=True)
+    print(f"Runs go to {on_drive} on Google Drive (through {output_dir}).")
+else:
+    print(f"Runs go to {output_dir.resolve()} on this machine.")""")
+
+# The README's training command, in a process group of its own so that the stop button reaches all of it.
+TRAIN = string.Template("""\
+# The README's training command. Interrupt (the stop button) stops it cleanly: every process finishes its
+# iteration and a training checkpoint is saved; run this cell again (or "Run all") to continue the run.
+import os
+import signal
+import subprocess
+import sys
+
+COMMAND = $command
+# `python` and `torchrun` are this notebook's, as for the install cell.
+env = {**os.environ, "PATH": os.path.dirname(sys.executable) + os.pathsep + os.environ["PATH"]}
+output = {"stdout": subprocess.PIPE, "stderr": subprocess.STDOUT}
+with subprocess.Popen(COMMAND, shell=True, env=env, start_new_session=True, **output) as run:
+    try:
+        for chunk in iter(lambda: run.stdout.read1(), b""):
+            print(chunk.decode(errors="replace"), end="", flush=True)
+    except KeyboardInterrupt:
+        os.killpg(run.pid, signal.SIGINT)  # a Ctrl-C to the whole command
+        for chunk in iter(lambda: run.stdout.read1(), b""):
+            print(chunk.decode(errors="replace"), end="", flush=True)
+        raise
+if run.returncode != 0:
+    raise RuntimeError(f"training failed (exit status {run.returncode}): see its output above")""")
+
 
 def remove_unchosen(ctx: dict, root: Path) -> None:
     """Delete files that belong to options the user turned off."""
@@ -176,8 +229,10 @@ def build_notebook(ctx: dict, root: Path, name: str) -> dict:
     cells += [
         ("markdown", "## Install the requirements"),
         ("code", install_cell(install)),
+        ("markdown", "## Keep the runs on Google Drive"),
+        ("code", DRIVE.substitute(slug=ctx["project_slug"])),
         ("markdown", "## Train\n\nThe command the project's README gives."),
-        ("code", f"%%bash\n{command}"),
+        ("code", TRAIN.substitute(command=json.dumps(command))),
     ]
     return {
         "cells": [_cell(i, kind, text) for i, (kind, text) in enumerate(cells)],

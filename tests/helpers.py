@@ -210,6 +210,16 @@ def readme_train_command(
     raise AssertionError(f"unexpected training command in README: {command}")
 
 
+def notebook_training_command(source: str) -> str | None:
+    """The shell command a notebook cell trains with (its ``COMMAND = "..."``), or None for another cell."""
+    import ast
+
+    for node in ast.parse(source).body if "\nCOMMAND = " in source else []:
+        if isinstance(node, ast.Assign) and [target.id for target in node.targets] == ["COMMAND"]:
+            return ast.literal_eval(node.value)
+    return None
+
+
 def read_log(run_dir: Path) -> dict:
     """What a user checks in training.log: the values logged per iteration and the eval metrics per epoch.
 

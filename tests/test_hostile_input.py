@@ -15,7 +15,7 @@ import pytest
 import yaml
 from cookiecutter.exceptions import FailedHookException
 from cookiecutter.main import cookiecutter
-from helpers import REPO, TEMPLATES, readme_block
+from helpers import REPO, TEMPLATES, notebook_training_command, readme_block
 
 # (case, answers, text the error must contain)
 REJECTED = [
@@ -151,10 +151,10 @@ def test_name_with_quotes_and_backslashes_works(tmp_path: Path, template: str) -
 
 
 def shell_commands(project: Path) -> list[str]:
-    """The command lines a user runs in a shell: the README's ``bash`` blocks and the notebook's ``%%bash`` cells."""
+    """The command lines a user runs in a shell: the README's ``bash`` blocks and the notebook's training command."""
     notebook = yaml.safe_load((project / f"{project.name}.ipynb").read_text())  # JSON is YAML
     cells = ["".join(c["source"]) for c in notebook["cells"] if c["cell_type"] == "code"]
-    scripts = [cell.removeprefix("%%bash\n") for cell in cells if cell.startswith("%%bash\n")]
+    scripts = [command for command in map(notebook_training_command, cells) if command]
     readme = (project / "README.md").read_text()
     scripts += [part.split("\n```", 1)[0] for part in readme.split("```bash\n")[1:]]
     return [line for script in scripts for line in script.splitlines() if line.strip() and not line.startswith("#")]

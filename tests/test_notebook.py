@@ -18,6 +18,7 @@ from helpers import (
     TEMPLATES,
     XLA_PYTHON,
     free_port,
+    notebook_training_command,
     pairwise,
     readme_train_command,
     resolved_launcher,
@@ -117,8 +118,9 @@ def test_notebook_cells_write_every_file_byte_for_byte(bake, template: str, back
     assert install[-1] == 'subprocess.check_call([sys.executable, "-m", "pip", "install", "-r", "requirements.txt"])'
     argv, env = readme_train_command(project, python="python")
     command = " ".join([*(f"{k}={v}" for k, v in env.items()), *argv])
-    assert cell_under(notebook, "## Train").source == f"%%bash\n{command}", "the training cell: the README's command"
-    assert sources[-1] == f"%%bash\n{command}", "training is the last cell"
+    train = cell_under(notebook, "## Train").source
+    assert notebook_training_command(train) == command, "the training cell: the README's command"
+    assert sources[-1] == train, "training is the last cell"
 
 
 def test_install_cell_runs_the_readme_install_commands(bake) -> None:
@@ -290,3 +292,32 @@ def test_notebook_shows_the_readmes_answers_line(bake, answers: dict) -> None:
     assert (f"logger `{context['logger']}`" in line) == (context["logger"] != "none")
     assert ("mixed precision" in line) == bool(answers.get("mixed_precision"))
     assert ("deterministic" in line) == bool(answers.get("deterministic"))
+
+
+def test_an_interrupted_training_cell_stops_cleanly_and_running_the_notebook_again_continues(
+    bake, tmp_path: Path
+) -> None:
+    project = bake(backend="gloo")
+    notebook = tmp_path / f"{project.name}.ipynb"
+    shutil.copy(project / notebook.name, notebook)
+    edits = [f"{key}={value}" for key, value in {**OFFLINE, "max_epochs": 2, "train_epoch_length": 8}.items()]
+    edits = [edit for edit in edits if edit.split("=")[0] in yaml.safe_load((project / "config.yaml").read_text())]
+    # The stop button, once iteration 3 is trained.
+    run_cmd(
+        [PYTHON, str(REPO / "tests" / "run_notebook.py"), str(notebook), *edits, "interrupt_at_iteration=3"],
+        tmp_path,
+        900,
+    )
+    (run_dir,) = (tmp_path / "logs").iterdir()
+    stopped = yaml.safe_load((run_dir / "status.yaml").read_text())
+    assert stopped["status"] == "stopped" and stopped["reason"] == "SIGINT", stopped
+    assert (run_dir / f"training_checkpoint_{stopped['iteration']}.pt").is_file()
+
+    # "Run all" again: the notebook rewrites the same files and continues the run.
+    run_cmd([PYTHON, str(REPO / "tests" / "run_notebook.py"), str(notebook), *edits], tmp_path, 900)
+    assert list((tmp_path / "logs").iterdir()) == [run_dir]
+    log = (run_dir / "training.log").read_text()
+    assert f"from logs/{run_dir.name}/training_checkpoint_{stopped['iteration']}.pt" in log, log[-3000:]
+    assert yaml.safe_load((run_dir / "status.yaml").read_text())["status"] == "finished"
+    iterations = [int(i) for i in re.findall(r" - iteration (\d+):", log)]
+    assert iterations == list(range(1, 17)), "every iteration trained once across the two runs of the notebook"
