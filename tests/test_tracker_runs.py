@@ -201,3 +201,22 @@ def test_a_tracker_without_credentials_or_server_stops_at_once_with_its_own_mess
     assert message in proc.stdout + proc.stderr, f"{tracker}'s own message is missing:\n{proc.stderr[-3000:]}"
     (run_dir,) = run_dirs(project)
     assert " - iteration " not in (run_dir / "training.log").read_text(), "it stops before training starts"
+
+
+@pytest.mark.parametrize("tracker", ["tensorboard", "mlflow"])
+def test_a_stopped_and_continued_run_is_one_tracker_run_with_every_step_once(
+    bake, tmp_path: Path, tracker: str
+) -> None:
+    project = bake("vision-classification", logger=tracker, launcher="none")
+    config = make_offline(project)  # 2 epochs of 3 iterations, every loss logged
+    argv, command_env = readme_train_command(project, python=TRACKERS_PYTHON)
+    # SIGTERM during iteration 2 (tests/stop_probe), then the same command, which continues the run.
+    probe = {**os.environ, **command_env, "PYTHONPATH": str(REPO / "tests" / "stop_probe"), "STOP_PROBE": "iteration:2"}
+    stopped = subprocess.run(argv, cwd=project, env=probe, capture_output=True, text=True, timeout=300)
+    assert stopped.returncode == 143, stopped.stderr[-3000:]
+    run_cmd(argv, cwd=project, env=command_env)
+    (run_dir,) = run_dirs(project)
+    assert "Continuing the run in" in (run_dir / "training.log").read_text()
+    where = project / "logs" if tracker == "tensorboard" else f"sqlite:///{project / 'logs' / 'mlflow.db'}"
+    # One run in the tracker, holding every step once, as an uninterrupted run's.
+    check_tracker_records(records(tracker, where, project), run_dir, config)

@@ -94,7 +94,7 @@ def setup_checkpoints(trainer: Engine, to_save: dict[str, Any], config: SimpleNa
     """Save the training state every ``save_every_iters`` iterations and after each epoch, so a run can continue."""
     save_training = Checkpoint(
         to_save,
-        DiskSaver(run_dir, require_empty=False),
+        SaveThenRemove(run_dir, require_empty=False),
         filename_prefix=config.filename_prefix,
         n_saved=config.n_saved,
     )
@@ -107,6 +107,28 @@ def setup_checkpoints(trainer: Engine, to_save: dict[str, Any], config: SimpleNa
     )
     trainer.add_event_handler(mid_epoch | Events.EPOCH_COMPLETED, save_training)
     return save_training
+
+
+class SaveThenRemove(DiskSaver):
+    """DiskSaver that removes a file ignite's Checkpoint drops only once the next one is complete.
+
+    Checkpoint removes the oldest file before it writes the next: a run killed in between would keep
+    ``n_saved - 1`` checkpoints (none with ``n_saved: 1``).
+    """
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.dropped: list[str] = []
+
+    def remove(self, filename: str) -> None:
+        self.dropped.append(filename)
+
+    def __call__(self, checkpoint: Any, filename: str, metadata: Any = None) -> None:
+        super().__call__(checkpoint, filename, metadata)
+        for dropped in self.dropped:
+            if dropped != filename:  # rewritten in place
+                super().remove(dropped)
+        self.dropped.clear()
 
 
 def saved_training_checkpoints(run_dir: Path, filename_prefix: str) -> list[tuple[int, Path]]:

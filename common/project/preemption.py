@@ -7,29 +7,32 @@ training checkpoint, and the command exits with status 128 + the signal's number
 again finds that run (its ``config-lock.yaml`` matches) and continues it, from its newest complete checkpoint.
 """
 
-import json
 import multiprocessing
 import os
+{% if flags.xla %}
+import shutil
+{% endif %}
 import signal
+{% if flags.xla %}
+import tempfile
+{% endif %}
+import threading
 import time
-from datetime import datetime
+{% if flags.xla %}
+from collections.abc import Callable
+{% endif %}
 from pathlib import Path
 from types import SimpleNamespace
-from typing import Any, NamedTuple
+from typing import Any
 
 import ignite.distributed as idist
 import yaml
 from ignite.engine import Engine, Events
 {% if cookiecutter.save_training %}
 from ignite.handlers import Checkpoint
-
-from handlers import saved_training_checkpoints
 {% endif %}
 
-# Config keys that may differ between a run and the command that continues it: none changes what the
-# iterations already trained would have been. A larger max_epochs trains a finished run longer.
-MAY_CHANGE = ("max_epochs", "log_every_iters", "save_every_iters", "n_saved", "limit_sec", "num_workers")
-STATUS_FILE = "status.yaml"
+from runs import STATUS_FILE
 
 
 class StopRequest:
@@ -41,6 +44,11 @@ class StopRequest:
 
 
 STOP = StopRequest()
+STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT)
+{% if flags.xla %}
+# The folder where launch_replicas and the TPU replicas it starts meet (inherited by the replicas).
+REPLICAS_FOLDER = "TRAINING_REPLICAS_FOLDER"
+{% endif %}
 
 
 def catch_stop_signals() -> None:
@@ -49,19 +57,66 @@ def catch_stop_signals() -> None:
     Signals within a second of the first are the same request: a terminal, a launcher (torchrun, or the
     process that spawned this one) and a job scheduler may each deliver it.
     """
+    if threading.current_thread() is not threading.main_thread():
+        return  # a TPU replica's training thread, where Python cannot handle signals: see launch_replicas
 
     def request_stop(signum: int, _frame: Any) -> None:
+        if STOP.signum is not None and time.monotonic() - STOP.at > 1.0:
+            for child in multiprocessing.active_children():
+                child.kill()
+            raise KeyboardInterrupt(f"a second stop signal ({signal.Signals(signum).name}): aborted")
         if STOP.signum is None:
             STOP.signum, STOP.reason, STOP.at = signum, signal.Signals(signum).name, time.monotonic()
-            # The training processes this one started (spawn, TPU replicas) stop too. DataLoader workers,
-            # also children, ignore it (ignore_stop_signals).
+{% if flags.xla %}
+            if REPLICAS_FOLDER in os.environ:  # the TPU replicas this process started read it
+                (Path(os.environ[REPLICAS_FOLDER]) / "stop").write_text(STOP.reason)
+{% endif %}
+            # The training processes this one started (spawn) stop too. DataLoader workers, also children,
+            # ignore it (ignore_stop_signals).
             for child in multiprocessing.active_children():
                 os.kill(child.pid, signal.SIGTERM)
-        elif time.monotonic() - STOP.at > 1.0:
-            raise KeyboardInterrupt(f"a second stop signal ({signal.Signals(signum).name}): aborted")
 
-    for signum in (signal.SIGTERM, signal.SIGINT):
+    for signum in STOP_SIGNALS:
         signal.signal(signum, request_stop)
+{% if flags.xla %}
+
+
+def launch_replicas(launch: Callable[[], None]) -> None:
+    """Call ``launch`` (torch_xla.launch) so that a stop signal to this process stops its replicas cleanly.
+
+    Each replica trains in a thread, where Python cannot handle signals. The replicas start with the stop
+    signals ignored (inherited from this process) and read a stop from a file this process writes; it
+    catches the signals again once they have all started (replicas_started).
+    """
+    folder = Path(tempfile.mkdtemp())
+    os.environ[REPLICAS_FOLDER] = str(folder)
+    for signum in STOP_SIGNALS:
+        signal.signal(signum, signal.SIG_IGN)
+    failed: list[BaseException] = []
+
+    def launch_and_keep_error() -> None:
+        try:
+            launch()
+        except BaseException as error:  # raised again below, in the main thread
+            failed.append(error)
+
+    launcher = threading.Thread(target=launch_and_keep_error)
+    launcher.start()
+    while launcher.is_alive() and not (folder / "started").exists():
+        launcher.join(0.1)
+    catch_stop_signals()
+    while launcher.is_alive():
+        launcher.join(0.5)  # returns now and then: signal handlers run in this thread only
+    shutil.rmtree(folder)
+    if failed:
+        raise failed[0]
+
+
+def replicas_started() -> None:
+    """Tell launch_replicas, from replica 0 once every replica has joined, that it may catch signals again."""
+    if idist.get_rank() == 0 and REPLICAS_FOLDER in os.environ:
+        (Path(os.environ[REPLICAS_FOLDER]) / "started").touch()
+{% endif %}
 
 
 def ignore_stop_signals(_worker_id: int) -> None:
@@ -69,7 +124,7 @@ def ignore_stop_signals(_worker_id: int) -> None:
 
     Slurm and a shutting-down machine signal every process: a worker killed by it would fail training at once.
     """
-    for signum in (signal.SIGTERM, signal.SIGINT):
+    for signum in STOP_SIGNALS:
         signal.signal(signum, signal.SIG_IGN)
 
 
@@ -77,67 +132,6 @@ def exit_if_stopped() -> None:
     """After training: exit with status 128 + the signal's number if a signal stopped it (130 for Ctrl-C)."""
     if STOP.signum is not None:
         raise SystemExit(128 + STOP.signum)
-
-
-class RunDir(NamedTuple):
-    """Where this run writes, and the checkpoint it continues from (None for a new run)."""
-
-    path: Path
-    checkpoint: Path | None = None
-    finished: str = ""  # why an earlier run of this config is finished: then there is nothing to train
-
-
-def setup_run_dir(config: SimpleNamespace) -> RunDir:
-    """The run directory of the last run of this config if it can continue, else a new one (rank 0 decides)."""
-    found = ""
-    if idist.get_rank() == 0:
-        found = json.dumps(_find_run(config) or _new_run(config))
-    # Every process needs the same answer.
-    path, checkpoint, finished = json.loads(idist.broadcast(found, src=0))
-    return RunDir(Path(path), checkpoint and Path(checkpoint), finished)
-
-
-def _find_run(config: SimpleNamespace) -> tuple[str, str | None, str] | None:
-    """The newest run under ``output_dir`` with this config, except for the keys in MAY_CHANGE."""
-    current = {key: value for key, value in vars(config).items() if key not in MAY_CHANGE}
-    for lock in sorted(Path(config.output_dir).glob("*/config-lock.yaml"), reverse=True):  # newest first
-        locked = yaml.safe_load(lock.read_text()) or {}
-        if {key: value for key, value in locked.items() if key not in MAY_CHANGE} == current:
-            break
-    else:
-        return None
-    run_dir = lock.parent
-    status = yaml.safe_load((run_dir / STATUS_FILE).read_text()) if (run_dir / STATUS_FILE).is_file() else {}
-    longer = status.get("reason") == "max_epochs" and config.max_epochs > status["epoch"]
-    if status.get("status") == "finished" and not longer:
-        return str(run_dir), None, f"{status['reason']} at epoch {status['epoch']}, iteration {status['iteration']}"
-{% if cookiecutter.save_training %}
-    checkpoints = saved_training_checkpoints(run_dir, config.filename_prefix)
-    if not checkpoints:  # stopped before its first checkpoint: nothing to continue from
-        return None
-    _lock_config(run_dir, config)  # with the keys that changed
-    return str(run_dir), str(checkpoints[-1][1]), ""
-{% else %}
-    return None  # without training checkpoints (save_training is off), nothing to continue from
-{% endif %}
-
-
-def _new_run(config: SimpleNamespace) -> tuple[str, None, str]:
-    """Create a fresh run directory under ``output_dir`` and save the config there."""
-    stamp = datetime.now().strftime("%Y%m%d-%H%M%S")
-    path = Path(config.output_dir) / f"{stamp}-{config.backend or 'single'}"
-    suffix = 1
-    while path.exists():  # two runs started in the same second
-        suffix += 1
-        path = Path(config.output_dir) / f"{stamp}-{config.backend or 'single'}-{suffix}"
-    path.mkdir(parents=True)
-    _lock_config(path, config)
-    return path.as_posix(), None, ""
-
-
-def _lock_config(run_dir: Path, config: SimpleNamespace) -> None:
-    with open(run_dir / "config-lock.yaml", "w") as f:
-        yaml.safe_dump(vars(config), f, sort_keys=False)
 
 
 def setup_clean_stop(
@@ -167,6 +161,11 @@ def setup_clean_stop(
 {% if cookiecutter.limit_sec | int > 0 %}
         if STOP.reason is None and time.monotonic() > deadline:
             STOP.reason = f"the time limit (limit_sec: {config.limit_sec})"
+{% endif %}
+{% if flags.xla %}
+        stop_file = Path(os.environ.get(REPLICAS_FOLDER, "")) / "stop"  # written by launch_replicas
+        if STOP.reason is None and REPLICAS_FOLDER in os.environ and stop_file.is_file():
+            STOP.reason = stop_file.read_text()
 {% endif %}
         asked = STOP.reason is not None
         if world_size > 1:

@@ -10,6 +10,9 @@ import os
 from pathlib import Path
 from types import SimpleNamespace
 
+{% if cookiecutter.logger == "mlflow" %}
+import mlflow
+{% endif %}
 import torch
 {% if cookiecutter.logger in ["tensorboard", "visdom"] %}
 import yaml
@@ -66,9 +69,17 @@ def setup_tracking(
 {% elif cookiecutter.logger == "mlflow" %}
     # MLFLOW_TRACKING_URI names a tracking server; without it, runs go to an SQLite file in output_dir.
     local_store = f"sqlite:///{(Path(config.output_dir) / 'mlflow.db').resolve().as_posix()}"
-    tracker = MLflowLogger(tracking_uri=os.environ.get("MLFLOW_TRACKING_URI", local_store))
-    tracker.set_tag("mlflow.runName", run_dir.name)
-    tracker.log_params(vars(config))
+    tracking_uri = os.environ.get("MLFLOW_TRACKING_URI", local_store)
+    # A continued run (preemption.py) logs on in the MLflow run it started, whose id its directory keeps.
+    run_id = run_dir / "mlflow-run-id.txt"
+    if run_id.is_file():
+        mlflow.set_tracking_uri(tracking_uri)
+        mlflow.start_run(run_id=run_id.read_text())
+    tracker = MLflowLogger(tracking_uri=tracking_uri)
+    if not run_id.is_file():
+        tracker.set_tag("mlflow.runName", run_dir.name)
+        tracker.log_params(vars(config))
+        run_id.write_text(tracker.active_run.info.run_id)
 {% elif cookiecutter.logger == "neptune" %}
     # NEPTUNE_API_TOKEN and NEPTUNE_PROJECT say where the run goes; NEPTUNE_MODE=offline keeps it on this machine.
     tracker = NeptuneLogger(name=run_dir.name)
@@ -82,8 +93,11 @@ def setup_tracking(
     )
     tracker.log_inputs(**vars(config))
 {% elif cookiecutter.logger == "tensorboard" %}
+    # A continued run (preemption.py) writes on in its run's log: its curves go on where they stopped.
+    continued = (run_dir / "tensorboard").is_dir()
     tracker = TensorboardLogger(log_dir=run_dir / "tensorboard")
-    tracker.writer.add_text("config", f"```yaml\n{yaml.safe_dump(vars(config), sort_keys=False)}```")
+    if not continued:
+        tracker.writer.add_text("config", f"```yaml\n{yaml.safe_dump(vars(config), sort_keys=False)}```")
 {% elif cookiecutter.logger == "visdom" %}
     # Needs a running server: `python -m visdom.server`, or VISDOM_SERVER_URL and VISDOM_PORT.
     tracker = PersistentVisdomLogger(env=run_dir.name)

@@ -29,10 +29,11 @@ from omegaconf import DictConfig, OmegaConf
 from tqdm import tqdm
 
 {% if flags.xla %}
-from preemption import catch_stop_signals, setup_run_dir
+from preemption import catch_stop_signals, replicas_started
 {% else %}
-from preemption import catch_stop_signals, exit_if_stopped, setup_run_dir
+from preemption import catch_stop_signals, exit_if_stopped
 {% endif %}
+from runs import setup_run_dir
 {% if flags.xla %}
 
 # Importing xla also adds back the torch_xla names ignite 0.5.5 calls (see xla.py).
@@ -193,6 +194,7 @@ def start_run(config: SimpleNamespace) -> RunOutputs:
     logger.info("World size: %d, backend: %s, device: %s", idist.get_world_size(), idist.backend(), idist.device())
 {% if flags.xla %}
     check_replicas(config, logger)
+    replicas_started()  # they all reached setup_run_dir's broadcast
 {% endif %}
     return RunOutputs(run_dir, logger, checkpoint)
 

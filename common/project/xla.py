@@ -26,7 +26,7 @@ from ignite.engine import Engine, Events
 from torch.utils.data import DataLoader
 {% endif %}
 
-from preemption import catch_stop_signals, exit_if_stopped
+from preemption import exit_if_stopped, launch_replicas
 
 # torch_xla 2.7 removed these names of torch_xla.core.xla_model in favour of torch_xla.runtime; ignite
 # 0.5.5's xla-tpu backend still calls them, so every idist call on a TPU would fail with AttributeError.
@@ -58,8 +58,8 @@ def launch(run: Callable[[int, SimpleNamespace], None], config: SimpleNamespace)
     which PJRT refuses (torch_xla >= 2.6 takes one replica per device or 1). ``torch_xla.launch`` starts
     one per device, and each replica compares the count with ``nproc_per_node`` (``check_replicas``).
     """
-    catch_stop_signals()  # a stop signal is forwarded to the replicas (preemption.py)
-    torch_xla.launch(_xla_replica, args=(run, config))
+    # A stop signal to this process stops the replicas cleanly (preemption.launch_replicas).
+    launch_replicas(lambda: torch_xla.launch(_xla_replica, args=(run, config)))
     exit_if_stopped()
 
 
