@@ -16,6 +16,8 @@
    classifier, at two eval lengths, against a naive port (`.item()` per batch). Target: one transfer per
    evaluation whatever its length, no compilation after the first evaluation.
 4. Generation: seconds to bake each template with cookiecutter.
+5. Preemption on CPU: seconds from SIGTERM to exit with the training checkpoint on disk, each template's
+   default model (bench/preemption.py). Target: well inside a 30-second preemption notice (<= 10 s).
 
 Run with the base venv's Python; the XLA part runs in the TPU venv (`--xla-python`).
 """
@@ -35,7 +37,7 @@ from cookiecutter.main import cookiecutter
 
 REPO = Path(__file__).resolve().parents[1]
 BENCH = Path(__file__).resolve().parent
-PARTS = ["loop", "xla", "eval", "bake"]
+PARTS = ["loop", "xla", "eval", "bake", "preemption"]
 TEMPLATES = json.loads((REPO / "cookiecutter.json").read_text())["templates"]
 
 
@@ -120,6 +122,8 @@ def main() -> None:
         eval_table(args.templates, args.xla_python, [4] if args.quick else [4, 11])
     if "bake" in args.parts:
         bake_table(args.templates, 3 if args.quick else 10)
+    if "preemption" in args.parts:
+        preemption_table(args.templates, 1 if args.quick else 3)
 
 
 def loop_table(templates: list[str], iterations: int, repeats: int) -> None:
@@ -184,6 +188,21 @@ def bake_table(templates: list[str], repeats: int) -> None:
     print("| --- | --- |")
     for template in templates:
         print(f"| {template} | {generation_seconds(template, repeats):.2f} |")
+    print()
+
+
+def preemption_table(templates: list[str], repeats: int) -> None:
+    print("| template | signal lands | seconds to exit (median) | slowest | checkpoint (MB) | target <= 10 s |")
+    print("| --- | --- | --- | --- | --- | --- |")
+    env = {**os.environ, "HF_HUB_OFFLINE": "1"}
+    for template in templates:
+        r = in_baked_project(template, "preemption.py", [repeats], sys.executable, env)
+        for landing, m in r.items():
+            ok = "yes" if m["max_seconds"] <= 10 else "NO"
+            print(
+                f"| {template} | {landing} | {m['seconds']:.2f} | {m['max_seconds']:.2f}"
+                f" | {m['megabytes']:.0f} | {ok} |"
+            )
     print()
 
 

@@ -152,8 +152,8 @@ def setup_xla_metrics(trainer: Engine, run_dir: Path, logger: logging.Logger) ->
     """Count XLA compilations and device-to-host transfers per epoch; write ``xla_metrics.json``.
 
     A healthy XLA loop stops compiling after the first epoch or two and reads from the device only
-    at the logging interval. Training and the work at each epoch end (evaluation, samples) are
-    counted apart: attach this before the epoch-end handlers, so that its epoch-end count runs first.
+    at the logging interval. Training and the work at each epoch end (evaluation, samples, the epoch-end
+    checkpoint) are counted apart: attach this before the epoch-end handlers, so that its count runs first.
     """
     counts: dict[str, list[int]] = {
         "compilations_per_epoch": [],

@@ -9,6 +9,8 @@ Python imports this module at start-up in every process whose PYTHONPATH names t
 - ``save:N:KILL``: SIGKILL half-way through writing that checkpoint: half of its bytes are on disk;
 - ``...:PARENT``: SIGTERM to the parent process instead: the launcher of TPU replicas, which ignore signals.
 
+With ``STOP_PROBE_STAMP`` set to a path, the probe writes there the time (``time.time()``) it sent the signal.
+
 The trainer is the engine whose ``run`` is outermost (an evaluator runs inside it).
 """
 
@@ -16,6 +18,7 @@ import os
 
 if os.environ.get("STOP_PROBE"):
     import signal
+    import time
 
     import torch
     from ignite.engine import Engine, Events
@@ -35,9 +38,9 @@ if os.environ.get("STOP_PROBE"):
         if _trainer and engine is _trainer[0]:
             state = engine.state
             if _where == "iteration" and event_name == Events.ITERATION_STARTED and state.iteration == _n:
-                os.kill(_target, signal.SIGTERM)
+                _kill(_target, signal.SIGTERM)
             if _where == "epoch_end" and event_name == Events.EPOCH_COMPLETED and state.epoch == _n:
-                os.kill(_target, signal.SIGTERM)
+                _kill(_target, signal.SIGTERM)
         return _fire_event(engine, event_name, *args, **kwargs)
 
     def save(obj, f, *args, **kwargs):
@@ -48,7 +51,13 @@ if os.environ.get("STOP_PROBE"):
                 f.flush()
                 os.truncate(f.fileno(), os.fstat(f.fileno()).st_size // 2)
                 os.kill(os.getpid(), signal.SIGKILL)
-            os.kill(_target, signal.SIGTERM)
+            _kill(_target, signal.SIGTERM)
         return _save(obj, f, *args, **kwargs)
+
+    def _kill(pid, signum):
+        if os.environ.get("STOP_PROBE_STAMP"):
+            with open(os.environ["STOP_PROBE_STAMP"], "w") as stamp:
+                stamp.write(repr(time.time()))
+        os.kill(pid, signum)
 
     Engine.run, Engine._fire_event, torch.save = run, fire_event, save
