@@ -141,8 +141,19 @@ if run.returncode != 0:
     raise RuntimeError(f"training failed (exit status {run.returncode}): see its output above")""")
 
 
+# Each CI service's files (the `ci` answer): the others are removed.
+CI_FILES = {"github": ".github", "gitlab": ".gitlab-ci.yml"}
+
+
 def remove_unchosen(ctx: dict, root: Path) -> None:
     """Delete files that belong to options the user turned off."""
+    for service, name in CI_FILES.items():
+        if ctx["ci"] != service:
+            path = root / name
+            if path.is_dir():
+                shutil.rmtree(path)
+            else:
+                path.unlink()
     if not ctx["include_test"]:
         shutil.rmtree(root / "tests")
     if ctx["logger"] == "none":
@@ -153,9 +164,70 @@ def remove_unchosen(ctx: dict, root: Path) -> None:
             (root / "tests" / "test_xla.py").unlink()
 
 
+# Files of the project's repository that a notebook run has no use for (Colab runs no CI and no git
+# hooks): the notebook does not write them.
+NOT_IN_NOTEBOOK = {".github", ".gitlab-ci.yml", ".pre-commit-config.yaml"}
+
+
 def project_files(root: Path, notebook: Path) -> list[Path]:
-    """Every file of the project except the notebook, in a stable order (paths relative to root)."""
-    return sorted(p.relative_to(root) for p in root.rglob("*") if p.is_file() and p != notebook)
+    """Every file of the project the notebook writes, in a stable order (paths relative to root): all but
+    the notebook itself and the repository's CI and pre-commit files."""
+    return sorted(
+        p.relative_to(root)
+        for p in root.rglob("*")
+        if p.is_file() and p != notebook and p.relative_to(root).parts[0] not in NOT_IN_NOTEBOOK
+    )
+
+
+# The template's cookiecutter.json, rendered with the answers (a symlink in the template's project tree):
+# its defaults, the ones computed from earlier answers included, evaluated as cookiecutter evaluates them.
+DEFAULTS_FILE = ".cookiecutter-defaults.json"
+
+
+def regenerate_args(ctx: dict, defaults: dict) -> list[str]:
+    """``key=value`` for every answer that differs from the template's default, in the questions' order.
+
+    A choice's default is its first value; yes/no answers are written ``yes``/``no``; every value is
+    quoted for the shell where it needs it. Private keys (``_...``) are not questions.
+    """
+    args = []
+    for key, default in defaults.items():
+        if key.startswith("_") or key not in ctx:
+            continue
+        default = default[0] if isinstance(default, list) else default
+        answer = ctx[key]
+        if isinstance(default, bool):
+            if bool(answer) != default:
+                args.append(f"{key}={'yes' if answer else 'no'}")
+        elif str(answer) != str(default):
+            args.append(shlex.quote(f"{key}={answer}"))
+    return args
+
+
+def with_regenerate_command(readme: str, ctx: dict, defaults: dict) -> str:
+    """The README with its "Generate it again" command completed by the answers that differ from ``defaults``.
+
+    The README's Jinja writes ``cookiecutter <collection> --directory <template> --no-input``, the one
+    line that starts with ``cookiecutter`` and ends with ``--no-input``.
+    """
+    (line,) = [
+        line for line in readme.splitlines() if line.startswith("cookiecutter ") and line.endswith(" --no-input")
+    ]
+    command = " ".join([line, *regenerate_args(ctx, defaults)])
+    return readme.replace(f"\n{line}\n", f"\n{command}\n", 1)
+
+
+def write_regenerate_command(ctx: dict, root: Path) -> None:
+    """Complete the README's "Generate it again" command; delete the rendered defaults it was made from.
+
+    Under cruft, which re-runs this hook, the same answers give the same command: nothing here depends
+    on where the template was read from.
+    """
+    defaults_file = root / DEFAULTS_FILE
+    defaults = json.loads(defaults_file.read_text(encoding="utf-8"))
+    defaults_file.unlink()
+    readme = root / "README.md"
+    readme.write_text(with_regenerate_command(readme.read_text(encoding="utf-8"), ctx, defaults), encoding="utf-8")
 
 
 def readme_parts(root: Path) -> tuple[str, str, str, str]:
@@ -257,6 +329,7 @@ def write_notebook(ctx: dict, root: Path) -> Path:
 
 def main(ctx: dict, root: Path) -> None:
     remove_unchosen(ctx, root)
+    write_regenerate_command(ctx, root)
     write_notebook(ctx, root)
 
 

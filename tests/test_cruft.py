@@ -69,11 +69,15 @@ def test_update_brings_template_changes_and_keeps_user_edits(template_repo: Path
     (project / "NOTES.md").write_text("my notes\n")
     commit_all(project, "my edits")
 
-    # The template moves on: a shared file changes (it is also a cell of the notebook).
+    # The template moves on: a shared file changes (it is also a cell of the notebook), and so do the
+    # repository files the notebook does not write (CI, pre-commit).
     utils = template_repo / "common" / "project" / "utils.py"
     old_doc = next(line for line in utils.read_text().splitlines() if line.startswith('"""'))  # the docstring
     new_doc = '"""Configuration, launch, logging and checkpointing helpers (template v2)."""'
     utils.write_text(utils.read_text().replace(old_doc, new_doc, 1))
+    partials = template_repo / "common" / "partials"
+    for name in ("ci/github.yml", "pre-commit-config.yaml"):
+        (partials / name).write_text((partials / name).read_text() + "# template v2\n")
     commit_all(template_repo, "template v2")
 
     assert sh([CRUFT, "check"], project, ok=False).returncode != 0, "cruft check must see the new template commit"
@@ -85,6 +89,8 @@ def test_update_brings_template_changes_and_keeps_user_edits(template_repo: Path
     )
     assert new_doc in utils_cell, "the notebook must follow the template change"
     assert "SYNTHETIC_SIZES = (2048, 256)" in data.read_text(), "the user's edit must survive the update"
+    for name in (".github/workflows/ci.yml", ".pre-commit-config.yaml"):
+        assert (project / name).read_text().endswith("# template v2\n"), f"{name} must follow the template"
     assert (project / "NOTES.md").read_text() == "my notes\n"
     assert sh([CRUFT, "check"], project).returncode == 0
 
@@ -145,3 +151,26 @@ def test_switching_a_project_from_gpu_to_tpu_and_back_keeps_the_users_edit(templ
         assert (run_dirs(project)[-1] / "training.log").is_file(), f"the {backend} project did not train"
         sh([*GIT, "checkout", "config.yaml"], project)  # the offline settings were for this run only
         shutil.rmtree(project / "logs")
+
+
+def test_switching_ci_service_moves_the_ci_files_and_the_readme_command(template_repo: Path, tmp_path: Path) -> None:
+    """`ci` changed later: the GitHub workflow goes, the GitLab job comes, and the README's "Generate it again"
+    command, which the post-generation hook writes (cruft re-runs it), is the one plain cookiecutter writes."""
+    out = tmp_path / "out"
+    out.mkdir()
+    project = create(template_repo, out, "gan", backend="gloo")
+    assert (project / ".github" / "workflows" / "ci.yml").is_file() and not (project / ".gitlab-ci.yml").exists()
+    assert not (project / ".cookiecutter-defaults.json").exists()
+    sh([*GIT, "init", "-q"], project)
+    commit_all(project, "generated")
+
+    sh([CRUFT, "update", "-y", "--variables-to-update", json.dumps({"ci": "gitlab"})], project)
+    assert not (project / ".github").exists() and (project / ".gitlab-ci.yml").is_file()
+    command = [line for line in (project / "README.md").read_text().splitlines() if line.startswith("cookiecutter ")]
+    assert command == ["cookiecutter gh:<org>/<repo> --directory gan --no-input backend=gloo ci=gitlab"], command
+
+    plain = tmp_path / "plain"
+    cookiecutter = [str(Path(sys.executable).parent / "cookiecutter"), str(template_repo), "--directory", "gan"]
+    sh([*cookiecutter, "--no-input", "--output-dir", str(plain), "backend=gloo", "ci=gitlab"], tmp_path)
+    for path in ("README.md", ".gitlab-ci.yml", "dcgan.ipynb"):
+        assert (project / path).read_bytes() == (plain / "dcgan" / path).read_bytes(), f"{path}: cruft != cookiecutter"

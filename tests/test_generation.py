@@ -5,6 +5,7 @@ import py_compile
 import re
 import subprocess
 import sys
+import tomllib
 from pathlib import Path
 
 import helpers
@@ -26,7 +27,11 @@ from helpers import (
 BAKES = [(template, valid(combo)) for template in TEMPLATES for combo in pairwise(template_options(template))]
 TRACKERS = [value for value in template_options(TEMPLATES[0])["logger"] if value != "none"]
 LEFTOVER = re.compile(r"\{\{|\{%|%\}|\}\}|cookiecutter\.")
-TEXT_SUFFIXES = {".py", ".md", ".txt", ".yaml", ".toml", ".cfg", ".ipynb", ""}
+TEXT_SUFFIXES = {".py", ".md", ".txt", ".yaml", ".yml", ".toml", ".cfg", ".ipynb", ""}
+# Each `ci` answer's files (the other services' are removed).
+CI_FILES = {"github": ".github/workflows/ci.yml", "gitlab": ".gitlab-ci.yml", "none": None}
+# pre-commit-hooks' check-added-large-files refuses files over 500 KB.
+LARGEST_FILE = 500 * 1024
 # Third-party modules a generated project imports -> the requirement that installs them (directly or
 # as a dependency). Test-only imports (pytest) are installed by the README's test instructions.
 PROVIDED_BY = {
@@ -108,6 +113,12 @@ def test_generated_project_is_clean(bake, template: str, combo: dict) -> None:
     assert ("tracking.py" in names) == (combo["logger"] != "none"), "tracking.py exactly when a tracker is chosen"
     assert ("tests/test_training.py" in names) == combo["include_test"], "tests/ must exist only when asked for"
 
+    ci_files = {name for name in CI_FILES.values() if name}
+    assert names & ci_files == ({CI_FILES[combo["ci"]]} - {None}), f"ci={combo['ci']}: CI files {names & ci_files}"
+    assert ".pre-commit-config.yaml" in names and ".cookiecutter-defaults.json" not in names
+
+    # What the project's pre-commit hooks check (they cannot be fetched here), file by file: Python compiles,
+    # text ends with one newline and has no trailing whitespace or CR, YAML and TOML parse, no large file.
     for path in files:
         if path.suffix == ".py":
             py_compile.compile(str(path), doraise=True)
@@ -116,6 +127,14 @@ def test_generated_project_is_clean(bake, template: str, combo: dict) -> None:
             assert not LEFTOVER.search(text), f"template leftover in {path.name}: {LEFTOVER.search(text)[0]!r}"
             assert "\n\n\n\n" not in text, f"stray blank lines in {path.name}"
             assert text.endswith("\n") and not text.endswith("\n\n"), f"{path.name} must end with one newline"
+            trailing = [i for i, line in enumerate(text.split("\n"), 1) if line != line.rstrip()]
+            assert not trailing, f"{path.name}: trailing whitespace on lines {trailing}"
+            assert "\r" not in text, f"{path.name}: carriage returns (pre-commit's mixed-line-ending)"
+        if path.suffix in {".yaml", ".yml"}:
+            yaml.safe_load(path.read_text())
+        if path.suffix == ".toml":
+            tomllib.loads(path.read_text())
+        assert path.stat().st_size <= LARGEST_FILE, f"{path.name} is over 500 KB: pre-commit refuses to add it"
 
     for path in project.glob("*.py"):  # one concern per module, each short enough to read at once
         lines = len(path.read_text().splitlines())

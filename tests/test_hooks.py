@@ -49,10 +49,18 @@ def test_rejection_shows_as_failed_hook_in_pytest_cookies(bake_result) -> None:
     assert isinstance(result.exception, FailedHookException)
 
 
-def test_unknown_choice_value_is_rejected_by_cookiecutter(tmp_path: Path) -> None:
-    with pytest.raises(ValueError, match="launcher"):
+# Every choice question, read from cookiecutter.json (a new one, such as ci, is checked without a change here).
+CHOICES = [name for name, default in template_context(TEMPLATES[0]).items() if isinstance(default, list)]
+CHOICES = [name for name in CHOICES if not name.startswith("_")]
+
+
+@pytest.mark.parametrize("question", CHOICES)
+def test_unknown_choice_value_is_rejected_by_cookiecutter(tmp_path: Path, question: str) -> None:
+    """A value outside a choice's list stops generation before any file is written, naming the question,
+    the value and the choices (cookiecutter's own check, before the hooks)."""
+    with pytest.raises(ValueError, match=rf"nonsense provided for choice variable {question}, but the choices are"):
         cookiecutter(
-            str(REPO / TEMPLATES[0]), no_input=True, extra_context={"launcher": "mpirun"}, output_dir=str(tmp_path)
+            str(REPO / TEMPLATES[0]), no_input=True, extra_context={question: "nonsense"}, output_dir=str(tmp_path)
         )
     assert list(tmp_path.iterdir()) == []
 

@@ -31,13 +31,47 @@ def test_template_shares_hooks_and_partials_through_symlinks(template: str) -> N
     assert (root / "templates").is_symlink() and (root / "templates").resolve() == COMMON / "partials"
 
 
+# The one link to a template's own file: its cookiecutter.json, rendered into the project with the answers
+# (the defaults the post-generation hook compares them with, for the README's "Generate it again" command),
+# then deleted by that hook.
+DEFAULTS_LINK = "{{cookiecutter.__project_dir}}/.cookiecutter-defaults.json"
+
+
 @pytest.mark.parametrize("template", TEMPLATES)
 def test_every_symlink_resolves_inside_the_shared_sources(template: str) -> None:
     for link in shared_links(template):
         target = link.resolve()
         assert target.exists(), f"dangling symlink {link.relative_to(REPO)} (it would crash generation)"
-        assert target.is_relative_to(COMMON) or target == REPO / "hooks", f"{link} points outside common/"
+        if link == REPO / template / DEFAULTS_LINK:
+            assert target == REPO / template / "cookiecutter.json", f"{link} must link the template's own questions"
+        else:
+            assert target.is_relative_to(COMMON) or target == REPO / "hooks", f"{link} points outside common/"
         assert not os.readlink(link).startswith("/"), f"{link} must be a relative symlink"
+
+
+# The files of a project whose name starts with a dot are not symlinks (CONTRIBUTING.md): each is one line
+# that includes its shared source from common/partials/, the same line in every template.
+DOT_FILES = {
+    ".gitignore": '{% include "gitignore" %}\n',
+    ".pre-commit-config.yaml": '{% include "pre-commit-config.yaml" %}\n',
+    ".gitlab-ci.yml": '{% include "ci/gitlab.yml" %}\n',
+    ".github/workflows/ci.yml": '{% include "ci/github.yml" %}\n',
+}
+
+
+@pytest.mark.parametrize("template", TEMPLATES)
+def test_dot_files_include_their_one_shared_source(template: str) -> None:
+    tree = REPO / template / "{{cookiecutter.__project_dir}}"
+    found = {
+        path.relative_to(tree).as_posix()
+        for path in tree.rglob("*")
+        if path.is_file()
+        and not path.is_symlink()
+        and any(part.startswith(".") for part in path.relative_to(tree).parts)
+    }
+    assert found == set(DOT_FILES), f"{template}: dot files {sorted(found)}, expected {sorted(DOT_FILES)}"
+    for name, line in DOT_FILES.items():
+        assert (tree / name).read_text() == line, f"{template}/{name} must be the one line {line!r}"
 
 
 @pytest.mark.parametrize("template", TEMPLATES)

@@ -36,5 +36,10 @@ def test_answering_the_menu_generates_the_chosen_template(tmp_path: Path, templa
     assert f"{number} - {MENU[template]['title']}" in proc.stdout, "the menu lists the template under its title"
     (project,) = tmp_path.iterdir()
     readme = (project / "README.md").read_text()
-    assert f"Ignite Templates `{template}` template" in readme, f"menu choice {number} did not generate {template}"
+    assert f"Generated from the `{template}` template of Ignite Templates" in readme, (
+        f"menu choice {number} did not generate {template}"
+    )
+    assert f"\ncookiecutter gh:<org>/<repo> --directory {template} --no-input\n" in readme, (
+        "all defaults: no answer to give"
+    )
     assert (project / "main.py").is_file() and (project / f"{project.name}.ipynb").is_file()

@@ -28,6 +28,8 @@ from helpers import (
 )
 
 BACKENDS = ["nccl", "gloo", "xla-tpu"]
+# Files for the project's repository (CI, pre-commit hooks), not written by the notebook.
+REPOSITORY_ONLY = {".github", ".gitlab-ci.yml", ".pre-commit-config.yaml"}
 # The runtime each backend's notebook asks Colab for: TPU v5e-1 (free tier; the v2-8 was retired in
 # September 2025), a T4 GPU, or the default CPU runtime.
 COLAB_RUNTIME = {
@@ -102,6 +104,10 @@ def test_notebook_cells_write_every_file_byte_for_byte(bake, template: str, back
         for p in project.rglob("*")
         if p.is_file() and p.suffix != ".ipynb"
     }
+    # The repository's CI and pre-commit files are of no use in a notebook run: it does not write them.
+    repository_only = {path for path in on_disk if path.split("/")[0] in REPOSITORY_ONLY}
+    assert repository_only == {".github/workflows/ci.yml", ".pre-commit-config.yaml"}, sorted(repository_only)
+    on_disk = {path: text for path, text in on_disk.items() if path not in repository_only}
     assert sorted(files) == sorted(on_disk), "the notebook must write exactly the project's files"
     for path, text in on_disk.items():
         assert files[path] == text, f"the notebook writes a different {path}"

@@ -8,7 +8,9 @@ seconds. `test_rendered_readme_is_the_baked_one` checks that this rendering is c
 """
 
 import functools
+import importlib.util
 import itertools
+import json
 import re
 import shlex
 from collections import Counter
@@ -35,7 +37,13 @@ README_HEADINGS = [
     "## Experiment tracking",
     "## Resume",
     "## Tests",
+    "## Pre-commit hooks",
+    "## Continuous integration",
+    "## Generate it again",
 ]
+_spec = importlib.util.spec_from_file_location("post_gen_project", REPO / "hooks" / "post_gen_project.py")
+POST = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(POST)
 # Files a run writes that the template's README must list under "Outputs" (besides the shared ones).
 TEMPLATE_OUTPUTS = {
     "vision-classification": [],
@@ -151,10 +159,15 @@ def check_arguments(args: list[str], argparser: str, keys: set[str], where: str)
 
 
 def test_rendered_readme_is_the_baked_one(bake) -> None:
+    """render() renders as cookiecutter does; the post-generation hook then only completes the "Generate it
+    again" command, with the answers that differ from the rendered defaults."""
     answers = valid({"logger": "wandb", "backend": "gloo", "argparser": "hydra", "launcher": "torchrun", "nnodes": "2"})
     project = bake("gan", **answers)
-    (readme,) = render("gan", answers, "README.md")
-    assert readme == (project / "README.md").read_text(), "render() must render as cookiecutter does"
+    readme, defaults = render("gan", answers, "README.md", ".cookiecutter-defaults.json")
+    context = generate_context(context_file=str(REPO / "gan" / "cookiecutter.json"), extra_context=answers)
+    completed = POST.with_regenerate_command(readme, prompt_for_config(context, no_input=True), json.loads(defaults))
+    assert completed == (project / "README.md").read_text(), "render() must render as cookiecutter does"
+    assert completed != readme, "the hook adds the answers that differ from the defaults"
 
 
 @pytest.mark.parametrize("template", TEMPLATES)
