@@ -95,10 +95,14 @@ def compiles_and_lints(project: Path) -> None:
 
 
 def shell_cells(project: Path) -> str:
-    """Everything the notebook and README run in a shell."""
+    """Everything the notebook and README run in a shell: the training cell's command, the README's ``bash`` blocks.
+
+    (The notebook's other cells are Python; the Drive cell holds the project's slug, a Python identifier.)
+    """
     notebook = yaml.safe_load((project / f"{project.name}.ipynb").read_text())  # JSON is YAML
     cells = ["".join(c["source"]) for c in notebook["cells"] if c["cell_type"] == "code"]
-    commands = [c for c in cells if not c.startswith("%%writefile")]
+    commands = [command for command in map(notebook_training_command, cells) if command]
+    assert len(commands) == 1, "the notebook has one training cell"
     readme = (project / "README.md").read_text()
     blocks = [part.split("\n```", 1)[0] for part in readme.split("```bash\n")[1:]]
     return "\n".join(commands + blocks)
