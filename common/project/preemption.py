@@ -154,6 +154,10 @@ def setup_clean_stop(
     # Each command trains for limit_sec at most, and the same command continues.
     deadline = time.monotonic() + config.limit_sec
 {% endif %}
+{% if flags.xla %}
+    # Written by launch_replicas, the process that started this replica, when it is asked to stop.
+    stop_file = Path(os.environ[REPLICAS_FOLDER]) / "stop" if REPLICAS_FOLDER in os.environ else None
+{% endif %}
     trainer.state.stop_reason = None
 
     @trainer.on(Events.ITERATION_COMPLETED(every=every) | Events.EPOCH_COMPLETED)
@@ -163,8 +167,7 @@ def setup_clean_stop(
             STOP.reason = f"the time limit (limit_sec: {config.limit_sec})"
 {% endif %}
 {% if flags.xla %}
-        stop_file = Path(os.environ.get(REPLICAS_FOLDER, "")) / "stop"  # written by launch_replicas
-        if STOP.reason is None and REPLICAS_FOLDER in os.environ and stop_file.is_file():
+        if STOP.reason is None and stop_file is not None and stop_file.is_file():
             STOP.reason = stop_file.read_text()
 {% endif %}
         asked = STOP.reason is not None

@@ -72,11 +72,12 @@ def setup_tracking(
     tracking_uri = os.environ.get("MLFLOW_TRACKING_URI", local_store)
     # A continued run (preemption.py) logs on in the MLflow run it started, whose id its directory keeps.
     run_id = run_dir / "mlflow-run-id.txt"
-    if run_id.is_file():
+    continued = run_id.is_file()
+    if continued:
         mlflow.set_tracking_uri(tracking_uri)
         mlflow.start_run(run_id=run_id.read_text())
     tracker = MLflowLogger(tracking_uri=tracking_uri)
-    if not run_id.is_file():
+    if not continued:
         tracker.set_tag("mlflow.runName", run_dir.name)
         tracker.log_params(vars(config))
         run_id.write_text(tracker.active_run.info.run_id)
