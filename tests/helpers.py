@@ -14,11 +14,18 @@ import pytest
 import yaml
 
 REPO = Path(__file__).resolve().parents[1]
-TEMPLATES = ["vision-classification", "text-classification", "gan"]
-# Templates that share the classifier's engines (common/classifier/).
+TEMPLATES = ["vision-classification", "text-classification", "gan", "vision-segmentation"]
+# Templates that share the classifiers' metrics (common/classifier/).
 CLASSIFIERS = ["vision-classification", "text-classification"]
+# Templates trained on labels, which share the engines (common/supervised/): segmentation labels pixels.
+SUPERVISED = [*CLASSIFIERS, "vision-segmentation"]
 # The real dataset each template's config.yaml starts with (tests switch them to "synthetic").
-DATASETS = {"vision-classification": "cifar10", "text-classification": "imdb", "gan": "cifar10"}
+DATASETS = {
+    "vision-classification": "cifar10",
+    "text-classification": "imdb",
+    "gan": "cifar10",
+    "vision-segmentation": "voc",
+}
 PYTHON = sys.executable
 # The TPU environment: torch_xla layered on the base venv (scripts/env.sh makes both).
 XLA_PYTHON = os.environ.get("IGNITE_TEMPLATES_XLA_PYTHON", str(REPO / ".venv-xla" / "bin" / "python"))
@@ -129,6 +136,9 @@ OFFLINE = {
     "g_filters": 8,
     "d_filters": 8,
     "num_samples": 16,
+    # Segmentation: small crops, two pictures.
+    "crop_size": 32,
+    "num_pictures": 2,
 }
 
 
@@ -387,4 +397,5 @@ LEARNING_TESTS = {
     "vision-classification": "test_a_short_run_learns_the_synthetic_data",
     "text-classification": "test_a_short_run_learns_the_synthetic_data",
     "gan": "test_a_short_run_brings_the_generated_images_closer_to_the_data",
+    "vision-segmentation": "test_a_short_run_learns_the_synthetic_data",
 }

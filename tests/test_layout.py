@@ -6,7 +6,7 @@ import re
 from pathlib import Path
 
 import pytest
-from helpers import CLASSIFIERS, REPO, TEMPLATES
+from helpers import CLASSIFIERS, REPO, SUPERVISED, TEMPLATES
 
 COMMON = REPO / "common"
 
@@ -82,10 +82,13 @@ def test_whole_shared_files_are_linked_not_copied(template: str) -> None:
             continue
         path = project_tree / shared.name
         assert path.is_symlink() and path.resolve() == shared, f"{path} must be a symlink to {shared}"
-    # The classifiers' engines are one file too (common/classifier/), linked by every classifier.
-    for shared in sorted((COMMON / "classifier").glob("*.py")) if template in CLASSIFIERS else []:
-        path = project_tree / shared.name
-        assert path.is_symlink() and path.resolve() == shared, f"{path} must be a symlink to {shared}"
+    # The engines of the templates trained on labels (common/supervised/) and the classifiers' metrics
+    # (common/classifier/) are one file each too, linked by every template that uses them.
+    linked = [("supervised", SUPERVISED), ("classifier", CLASSIFIERS)]
+    for folder in (folder for folder, users in linked if template in users):
+        for shared in sorted((COMMON / folder).glob("*.py")):
+            path = project_tree / shared.name
+            assert path.is_symlink() and path.resolve() == shared, f"{path} must be a symlink to {shared}"
 
 
 # Questions about the eval metric (best models, early stopping): only a template with an eval metric

@@ -50,6 +50,7 @@ TEMPLATE_OUTPUTS = {
     "vision-classification": [],
     "text-classification": [],
     "gan": ["samples/epoch_<epoch>.png", "losses.png"],
+    "vision-segmentation": ["predictions/epoch_<epoch>.png"],
 }
 LAUNCHERS = {
     "nccl": ["torchrun", "spawn", "none", "auto"],

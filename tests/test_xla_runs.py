@@ -25,6 +25,7 @@ from helpers import (
     run_dirs,
 )
 from torchvision.models import resnet18
+from torchvision.models.segmentation import deeplabv3_resnet50
 
 CPU_XLA = {"PJRT_DEVICE": "CPU"}
 
@@ -64,12 +65,16 @@ def xla_environment() -> None:
 XLA_RUNS = {
     "vision-classification": {"save_best_model": False},
     "text-classification": {"save_best_model": False, "mixed_precision": True},
+    "vision-segmentation": {"save_best_model": False},
 }
 # Evaluations of two lengths: vision's whole synthetic eval set (256 images: 10 batches of 24 and a short
-# last one, padded), text's first 2 batches.
+# last one, padded), text's first 2 batches; segmentation's whole set (64 scenes: 2 batches of 24 and a
+# short last one), with gradients accumulated over 2 batches (the steps with and without the optimizer
+# step are two programs, both compiled in epoch 1).
 XLA_EVALS = {
     "vision-classification": {"eval_epoch_length": None, "eval_batch_size": 24},
     "text-classification": {"eval_epoch_length": 2},
+    "vision-segmentation": {"eval_epoch_length": None, "eval_batch_size": 24, "accumulation_steps": 2},
 }
 
 
@@ -108,8 +113,10 @@ def test_xla_project_trains_3_epochs_and_stops_compiling(bake, template: str) ->
     assert metrics["device_to_host_transfers_per_epoch"] == [1, 1, 2], metrics
     # The evaluation sums its metrics on the device and reads them once, whatever its length; its padded
     # batches share one shape, so nothing compiles after the first evaluation. The epoch-end checkpoint,
-    # saved after the evaluation (it holds what the evaluation's handlers did), is the epoch end's other read.
-    assert metrics["eval_device_to_host_transfers_per_epoch"] == [2, 2, 2], f"one read per evaluation: {metrics}"
+    # saved after the evaluation (it holds what the evaluation's handlers did), is the epoch end's other read;
+    # segmentation's picture of the predicted masks is a third.
+    reads = 3 if template == "vision-segmentation" else 2
+    assert metrics["eval_device_to_host_transfers_per_epoch"] == [reads] * 3, f"one read per evaluation: {metrics}"
     assert metrics["eval_compilations_per_epoch"][1:] == [0, 0], f"the evaluation compiled again: {metrics}"
 
     # The checkpoint loads where there is no torch_xla at all, into the model a GPU or CPU user would build.
@@ -118,6 +125,11 @@ def test_xla_project_trains_3_epochs_and_stops_compiling(bake, template: str) ->
     assert checkpoint["trainer"]["iteration"] == 12
     if template == "vision-classification":
         resnet18(num_classes=10).load_state_dict(checkpoint["model"])
+    elif template == "vision-segmentation":
+        deeplabv3_resnet50(num_classes=21, aux_loss=True, weights_backbone=None).load_state_dict(checkpoint["model"])
+        assert checkpoint["gradients"] == {}, "an optimizer step just zeroed them: nothing to keep"
+        pictures = sorted(path.name for path in (run_dir / "predictions").iterdir())
+        assert pictures == [f"epoch_{epoch:04d}.png" for epoch in (1, 2, 3)], "a picture of predictions per epoch"
     else:
         assert {name.split(".")[0] for name in checkpoint["model"]} == {"encoder", "classifier"}
 

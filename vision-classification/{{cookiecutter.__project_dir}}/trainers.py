@@ -1,1 +1,1 @@
-../../common/classifier/trainers.py
+../../common/supervised/trainers.py

@@ -17,15 +17,23 @@ import torch_xla
 {% endif %}
 import torch_xla.core.xla_model as xm
 import torch_xla.runtime as xr
-{% if flags.eval_metric %}
+{% if flags.segmentation %}
+from ignite.metrics import ConfusionMatrix, IoU, mIoU
+from ignite.metrics.confusion_matrix import cmAccuracy
+{% elif flags.eval_metric %}
 from ignite.metrics import Accuracy, Loss
+{% endif %}
+{% if flags.eval_metric %}
 from torch.utils.data import DataLoader
 {% endif %}
 
 {% if flags.eval_metric %}
-import trainers
+import metrics
 {% endif %}
 import xla
+{% if flags.segmentation %}
+from data import CLASSES, IGNORE_INDEX, NUM_CLASSES
+{% endif %}
 
 TESTS_DIR = Path(__file__).resolve().parent
 
@@ -126,17 +134,56 @@ def test_eval_batches_are_padded_to_one_shape_with_their_real_row_count() -> Non
     loader = xla.eval_device_loader(DataLoader(list(range(10)), batch_size=4))
     batches = [(batch.cpu().tolist(), real.item()) for batch, real in loader]
     assert batches == [([0, 1, 2, 3], 4), ([4, 5, 6, 7], 4), ([8, 9, 8, 8], 2)], "the short last batch is padded"
+{% endif %}
+{% if flags.segmentation %}
+
+
+def test_confusion_matrix_counted_on_the_device_gives_ignites_scores_across_replicas(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The same predicted masks, scored by ignite's ConfusionMatrix metrics on the CPU and by
+    metrics.SegmentationMetrics on the XLA device, in 3 replicas of 3 batches each, the last one padded."""
+    device = torch_xla.device()
+    monkeypatch.setattr(metrics.idist, "device", lambda: device)
+    generator = torch.Generator().manual_seed(0)
+    matrix = ConfusionMatrix(NUM_CLASSES)
+    replicas = [metrics.SegmentationMetrics(NUM_CLASSES, IGNORE_INDEX) for _ in range(3)]
+    for replica in replicas:
+        for rows in (4, 4, 3):
+            logits = torch.randn(rows, NUM_CLASSES, 8, 8, generator=generator)
+            targets = torch.randint(0, NUM_CLASSES, (rows, 8, 8), generator=generator)
+            targets[:, :, :2] = IGNORE_INDEX  # VOC's borders: not scored
+            matrix.update((logits, targets.masked_fill(targets == IGNORE_INDEX, -1)))
+            # Padding rows the model gets right (their target is their prediction): counted, they would show.
+            padding = 4 - rows
+            logits = torch.cat([logits, logits[:1].expand(padding, -1, -1, -1)])
+            targets = torch.cat([targets, logits[:1].argmax(dim=1).expand(padding, -1, -1)])
+            real = torch.arange(4) < rows
+            replica.update((logits.to(device), targets.to(device), real.to(device)))
+
+    def all_reduce(counts: torch.Tensor) -> torch.Tensor:
+        """What all_reduce does across replicas: each one gets the sum of every replica's counts."""
+        assert counts is replicas[0].counts
+        return sum(replica.counts for replica in replicas)
+
+    monkeypatch.setattr(metrics.idist, "all_reduce", all_reduce)
+    scores = replicas[0].compute()
+    assert scores["mIoU"] == pytest.approx(mIoU(matrix).compute().item(), rel=1e-12)
+    assert scores["pixel_accuracy"] == pytest.approx(cmAccuracy(matrix).compute().item(), rel=1e-12)
+    per_class = [scores[f"IoU_{name}"] for name in CLASSES]
+    assert per_class == pytest.approx(IoU(matrix).compute().tolist(), rel=1e-12)
+{% elif flags.eval_metric %}
 
 
 def test_accuracy_and_loss_summed_on_the_device_equal_ignites_across_replicas(monkeypatch: pytest.MonkeyPatch) -> None:
-    """The same predictions, scored by ignite's Accuracy and Loss on the CPU and by trainers.ClassifierMetrics
+    """The same predictions, scored by ignite's Accuracy and Loss on the CPU and by metrics.ClassifierMetrics
     on the XLA device, in 3 replicas of 3 batches each, the last one padded."""
     device = torch_xla.device()
-    monkeypatch.setattr(trainers.idist, "device", lambda: device)
+    monkeypatch.setattr(metrics.idist, "device", lambda: device)
     generator = torch.Generator().manual_seed(0)
     loss_fn = torch.nn.CrossEntropyLoss()
     accuracy, loss = Accuracy(), Loss(loss_fn)
-    replicas = [trainers.ClassifierMetrics(loss_fn) for _ in range(3)]
+    replicas = [metrics.ClassifierMetrics(loss_fn) for _ in range(3)]
     for replica in replicas:
         for rows in (8, 8, 5):
             logits = torch.randn(rows, 10, generator=generator)
@@ -155,7 +202,7 @@ def test_accuracy_and_loss_summed_on_the_device_equal_ignites_across_replicas(mo
         assert sums is replicas[0].sums
         return sum(replica.sums for replica in replicas)
 
-    monkeypatch.setattr(trainers.idist, "all_reduce", all_reduce)
+    monkeypatch.setattr(metrics.idist, "all_reduce", all_reduce)
     scores = replicas[0].compute()
     assert scores["accuracy"] == accuracy.compute(), "the counts must agree exactly"
     assert scores["loss"] == pytest.approx(loss.compute(), rel=1e-6)

@@ -1,23 +1,16 @@
 {% import "flags.j2" as flags with context %}
-"""The classifier's engines: one optimisation step per batch, an evaluation after each epoch, and the handlers."""
+"""The engines: a training step per batch (an optimizer step every ``accumulation_steps``), an evaluation after
+each epoch, and the handlers."""
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from contextlib import AbstractContextManager
 from types import SimpleNamespace
 from typing import Any
 
 import ignite.distributed as idist
 import torch
-{% if flags.xla %}
-import torch_xla
-{% endif %}
 from ignite.engine import Engine, Events
 from ignite.handlers import PiecewiseLinear
-{% if flags.xla %}
-from ignite.metrics import Metric
-{% else %}
-from ignite.metrics import Accuracy, Loss
-{% endif %}
 from torch import nn
 
 from data import Batch, prepare_batch
@@ -35,6 +28,7 @@ from handlers import (
 {% endif %}
     setup_handlers,
 )
+from metrics import attach_metrics
 from preemption import setup_clean_stop
 {% if cookiecutter.logger != "none" %}
 from tracking import setup_tracking
@@ -46,9 +40,14 @@ from xla import setup_xla_metrics
 
 
 def setup_trainer(
-    model: nn.Module, optimizer: torch.optim.Optimizer, loss_fn: nn.Module, backprop: Backprop, train_loader: Any
+    model: nn.Module,
+    optimizer: torch.optim.Optimizer,
+    loss_fn: nn.Module,
+    backprop: Backprop,
+    train_loader: Any,
+    accumulation_steps: int,
 ) -> Engine:
-    """Build the engine that runs one optimisation step per batch."""
+    """Build the engine that runs a training step per batch and an optimizer step every ``accumulation_steps``."""
     device = idist.device()
 
     def train_step(engine: Engine, batch: Batch) -> dict[str, torch.Tensor]:
@@ -56,57 +55,41 @@ def setup_trainer(
         inputs, targets = prepare_batch(batch, device)
         with backprop.autocast():
             loss = loss_fn(model(*inputs), targets)
-        optimizer.zero_grad()
-        backprop.backward(loss)
-        backprop.step(optimizer)
-        backprop.update()
+        # The batches' gradients add up until the optimizer steps: as one batch accumulation_steps times
+        # larger, each loss scaled to their mean. A Python test of the iteration, not of a tensor: on a
+        # TPU, the steps with and without the optimizer step are two compiled programs, each reused.
+        backprop.backward(loss / accumulation_steps)
+        if engine.state.iteration % accumulation_steps == 0:
+            backprop.step(optimizer)
+            backprop.update()
+            # After the step: a checkpoint saved here holds no gradients (see AccumulatedGradients).
+            optimizer.zero_grad()
         # Return the loss as a tensor: reading it (`.item()`) would wait for the device every step.
         return {"train_loss": loss.detach()}
 
     return training_engine(train_step, train_loader)
 
 
-{% if flags.xla %}
-class ClassifierMetrics(Metric):
-    """Accuracy and mean loss, summed on the TPU as the evaluation runs and read once, at its end.
+class AccumulatedGradients:
+    """The gradients added up towards the next optimizer step, as part of the training state.
 
-    Stands in for ignite's ``Accuracy`` and ``Loss``, which refuse an XLA device: fed from the CPU, they
-    cost two device reads per eval batch, each waiting for the TPU. Here each batch adds its correct
-    predictions, summed loss and examples (padding rows left out) to one vector on the device;
-    ``compute`` sums it over the replicas and reads it in one transfer. It sets ``accuracy`` and
-    ``loss`` in the evaluator's metrics, as ignite's two metrics would, with the same values (like
-    them, it scores the samples a DistributedSampler repeats to give every replica as many).
+    A run stopped between two optimizer steps (``accumulation_steps`` > 1) continues with the gradients it
+    had. None are left after an optimizer step, so a checkpoint saved there holds nothing more. On several
+    TPU replicas each holds its own until the step sums them: a checkpoint keeps replica 0's.
     """
 
-    def __init__(self, loss_fn: nn.Module) -> None:
-        # Padding rows get the loss's ignore_index as their label: a mean over the real rows only.
-        if getattr(loss_fn, "reduction", None) != "mean" or not hasattr(loss_fn, "ignore_index"):
-            raise ValueError("ClassifierMetrics needs a loss with ignore_index and reduction='mean' (CrossEntropyLoss)")
-        self.loss_fn = loss_fn
-        # The sums live on the TPU (see reset): ignite's own state stays on the CPU, as it requires.
-        super().__init__(device="cpu", metrics_result_mode="flatten")
+    def __init__(self, model: nn.Module) -> None:
+        self.model = model
 
-    def reset(self) -> None:
-        self.sums = torch.zeros(3, device=idist.device())
+    def state_dict(self) -> dict[str, torch.Tensor]:
+        return {name: p.grad for name, p in self.model.named_parameters() if p.grad is not None}
 
-    def update(self, output: tuple[torch.Tensor, torch.Tensor, torch.Tensor]) -> None:
-        logits, targets, real = output
-        correct = ((logits.argmax(dim=1) == targets) & real).sum()
-        examples = real.sum()
-        # The loss function's mean over the real rows, times their number: their summed loss.
-        loss = self.loss_fn(logits, torch.where(real, targets, self.loss_fn.ignore_index)) * examples
-        self.sums += torch.stack([correct.float(), loss.float(), examples.float()])
-
-    def compute(self) -> dict[str, float]:
-        sums = idist.all_reduce(self.sums)
-        # Ends the evaluation's last graph, the last batch's outputs in it: left pending, they would join the
-        # next training step's graph and make it a program of its own. Reading the sums is then a transfer.
-        torch_xla.sync()
-        correct, loss, examples = sums.tolist()
-        return {"accuracy": correct / examples, "loss": loss / examples}
+    def load_state_dict(self, gradients: dict[str, torch.Tensor]) -> None:
+        for name, parameter in self.model.named_parameters():
+            grad = gradients.get(name)
+            parameter.grad = None if grad is None else grad.to(parameter.device)
 
 
-{% endif %}
 def setup_evaluator(model: nn.Module, autocast: Callable[[], AbstractContextManager]) -> Engine:
     """Build the engine that computes predictions for the metrics{{ ", on padded batches (xla.eval_device_loader)" if flags.xla }}."""
     device = idist.device()
@@ -121,7 +104,12 @@ def setup_evaluator(model: nn.Module, autocast: Callable[[], AbstractContextMana
         model.eval()
         inputs, targets = prepare_batch(batch, device)
         with autocast():
+{% if flags.segmentation %}
+            # torchvision's segmentation models return a dict: the main head's logits per pixel are "out".
+            logits = model(*inputs)["out"]
+{% else %}
             logits = model(*inputs)
+{% endif %}
 {% if flags.xla %}
         # Which rows are the batch's own, not padding: the metrics count those only. Nothing is read here.
         real = torch.arange(targets.shape[0], device=device) < real_rows
@@ -142,15 +130,19 @@ def train_and_evaluate(
     train_loader: Any,
     eval_loader: Any,
     outputs: RunOutputs,
+    epoch_handlers: Sequence[Callable[[Engine], None]] = (),
 ) -> None:
-    """Train for ``max_epochs``, evaluating after each epoch: metrics, checkpoints, tracking, resuming."""
+    """Train for ``max_epochs``, evaluating after each epoch: metrics, checkpoints, tracking, resuming.
+
+    ``epoch_handlers`` run after each epoch's evaluation (e.g. pictures of the predictions).
+    """
     run_dir, logger, _ = outputs
 {% if cookiecutter.mixed_precision %}
     backprop = Backprop(config.use_amp)
 {% else %}
     backprop = Backprop()
 {% endif %}
-    trainer = setup_trainer(model, optimizer, loss_fn, backprop, train_loader)
+    trainer = setup_trainer(model, optimizer, loss_fn, backprop, train_loader, config.accumulation_steps)
     trainer.logger = logger
     # At the iteration's start, so that each iteration trains with the scheduled learning rate.
     trainer.add_event_handler(Events.ITERATION_STARTED, lr_scheduler)
@@ -158,18 +150,15 @@ def train_and_evaluate(
     setup_xla_metrics(trainer, run_dir, logger)
 {% endif %}
     evaluator = setup_evaluator(model, backprop.autocast)
-{% if flags.xla %}
-    # Accuracy and loss summed on the TPU and read once per evaluation (ignite's metrics would read twice a batch).
-    ClassifierMetrics(loss_fn).attach(evaluator, "metrics")
-{% else %}
-    Accuracy(device=idist.device()).attach(evaluator, "accuracy")
-    Loss(loss_fn, device=idist.device()).attach(evaluator, "loss")
-{% endif %}
+    attach_metrics(evaluator, loss_fn)
 
     @trainer.on(Events.EPOCH_COMPLETED)
     def evaluate(engine: Engine) -> None:
         evaluator.run(eval_loader, epoch_length=config.eval_epoch_length)
         log_metrics(logger, engine.state.epoch, "eval", evaluator.state.metrics)
+
+    for handler in epoch_handlers:
+        trainer.add_event_handler(Events.EPOCH_COMPLETED, handler)
 
     setup_handlers(trainer, config)
 {% if flags.save_best %}
@@ -184,6 +173,7 @@ def train_and_evaluate(
         "optimizer": optimizer,
         "trainer": trainer,
         "lr_scheduler": lr_scheduler,
+        "gradients": AccumulatedGradients(model),
         **backprop.state_objects(),
     }
     save_training = setup_checkpoints(trainer, to_save, config, run_dir)

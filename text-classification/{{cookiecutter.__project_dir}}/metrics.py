@@ -1,0 +1,1 @@
+../../common/classifier/metrics.py

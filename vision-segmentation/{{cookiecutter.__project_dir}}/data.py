@@ -1,0 +1,166 @@
+"""Datasets and data loaders: Pascal VOC 2012 segmentation, or offline synthetic scenes of the same shapes."""
+
+import colorsys
+from functools import partial
+from types import SimpleNamespace
+
+import ignite.distributed as idist
+import torch
+from PIL import Image, ImageDraw
+from torch.utils.data import DataLoader, Dataset
+from torchvision import datasets, tv_tensors
+from torchvision.transforms import v2
+from torchvision.transforms.v2 import functional as F
+
+from preemption import ignore_stop_signals
+
+CLASSES = (
+    "background", "aeroplane", "bicycle", "bird", "boat", "bottle", "bus", "car", "cat", "chair", "cow",
+    "diningtable", "dog", "horse", "motorbike", "person", "pottedplant", "sheep", "sofa", "train", "tvmonitor",
+)  # fmt: skip
+NUM_CLASSES = len(CLASSES)
+# VOC's label of object borders and unclear pixels: the loss and the metrics leave them out.
+IGNORE_INDEX = 255
+# ImageNet statistics, which torchvision's backbones were trained with.
+MEAN = (0.485, 0.456, 0.406)
+STD = (0.229, 0.224, 0.225)
+# Sizes of the synthetic train and eval sets: enough for a few short epochs.
+SYNTHETIC_SIZES = (512, 64)
+
+
+class SyntheticScenes(Dataset):
+    """Offline scenes that a model can learn to segment: one to three shapes (ellipses and rectangles) of
+    the 20 object classes on a grey background, each class its own colour, under random brightness and
+    pixel noise. The masks label each pixel with its class, and the shapes' outlines 255, as VOC's do.
+
+    Scene ``index`` is drawn from a generator seeded with ``seed`` and ``index``: the same scene at every
+    epoch and in every process, with no file and no download. Images are PIL images, as VOC's are.
+    """
+
+    def __init__(self, size: int, seed: int, image_size: int) -> None:
+        self.size, self.seed, self.image_size = size, seed, image_size
+
+    def __len__(self) -> int:
+        return self.size
+
+    def __getitem__(self, index: int) -> tuple[Image.Image, Image.Image]:
+        # CPU generators keep 32 bits of a seed: seeds a million apart give sets of up to a million scenes
+        # each their own scenes.
+        rng = torch.Generator().manual_seed(self.seed * 1_000_000 + index)
+        side = self.image_size
+        grey = int(torch.randint(90, 160, (1,), generator=rng))
+        image = Image.new("RGB", (side, side), (grey, grey, grey))
+        mask = Image.new("L", (side, side), 0)
+        paint, label = ImageDraw.Draw(image), ImageDraw.Draw(mask)
+        for _ in range(int(torch.randint(1, 4, (1,), generator=rng))):
+            cls = int(torch.randint(1, NUM_CLASSES, (1,), generator=rng))
+            # A box of a quarter to a half of the image's side, anywhere inside it.
+            width, height = torch.randint(side // 4, side // 2 + 1, (2,), generator=rng).tolist()
+            left = int(torch.randint(0, side - width, (1,), generator=rng))
+            top = int(torch.randint(0, side - height, (1,), generator=rng))
+            box = (left, top, left + width, top + height)
+            brightness = 0.7 + 0.3 * float(torch.rand(1, generator=rng))
+            colour = tuple(round(255 * c) for c in colorsys.hsv_to_rgb((cls - 1) / (NUM_CLASSES - 1), 0.85, brightness))
+            shape = "ellipse" if float(torch.rand(1, generator=rng)) < 0.5 else "rectangle"
+            getattr(paint, shape)(box, fill=colour)
+            getattr(label, shape)(box, fill=cls, outline=IGNORE_INDEX, width=max(1, side // 64))
+        pixels = F.pil_to_tensor(image).short() + (12 * torch.randn(3, side, side, generator=rng)).round().short()
+        image = Image.fromarray(pixels.clamp(0, 255).byte().permute(1, 2, 0).numpy())
+        return image, mask
+
+
+def to_tv_tensors(image: Image.Image, mask: Image.Image) -> tuple[tv_tensors.Image, tv_tensors.Mask]:
+    """An image and its mask as torchvision tensors: the joint transforms treat each as what it is."""
+    return tv_tensors.Image(F.pil_to_tensor(image)), tv_tensors.Mask(F.pil_to_tensor(mask)[0])
+
+
+def pad_to(image: tv_tensors.Image, mask: tv_tensors.Mask, size: int) -> tuple[tv_tensors.Image, tv_tensors.Mask]:
+    """Pad the image (black) and its mask (ignored pixels) on the right and at the bottom to at least ``size``."""
+    height, width = mask.shape[-2:]
+    padding = [0, 0, max(size - width, 0), max(size - height, 0)]  # left, top, right, bottom
+    return F.pad(image, padding, fill=0), F.pad(mask, padding, fill=IGNORE_INDEX)
+
+
+def joint_transforms(crop_size: int, train: bool) -> v2.Compose:
+    """Transforms of an image and its mask together, ending at ``crop_size`` x ``crop_size``: one shape for
+    every batch (a TPU compiles one program per shape). Training rescales, crops at random and flips;
+    evaluation pads and takes the centre (VOC's images, at most 500 pixels a side, whole at the default 512).
+    """
+    steps = [to_tv_tensors]
+    if train:
+        steps += [v2.RandomResize(crop_size // 2, crop_size * 2), partial(pad_to, size=crop_size)]
+        steps += [v2.RandomCrop(crop_size), v2.RandomHorizontalFlip()]
+    else:
+        steps += [partial(pad_to, size=crop_size), v2.CenterCrop(crop_size)]
+    # Masks keep their labels: scaling and normalising apply to the image only.
+    steps += [v2.ToDtype({tv_tensors.Image: torch.float32, tv_tensors.Mask: torch.int64}, scale=True)]
+    steps += [v2.Normalize(MEAN, STD)]
+    return v2.Compose(steps)
+
+
+def get_datasets(name: str, data_path: str, crop_size: int) -> tuple[Dataset, Dataset]:
+    """Return the train and eval datasets, with augmentation on the train set only."""
+    train_transforms = joint_transforms(crop_size, train=True)
+    eval_transforms = joint_transforms(crop_size, train=False)
+    if name == "voc":
+        train = datasets.VOCSegmentation(data_path, "2012", "train", download=True, transforms=train_transforms)
+        evaluation = datasets.VOCSegmentation(data_path, "2012", "val", download=True, transforms=eval_transforms)
+    elif name == "synthetic":
+        # Learnable scenes made on the fly: no download, the shapes of VOC's batches; other scenes for eval.
+        train_size, eval_size = SYNTHETIC_SIZES
+        train = TransformedScenes(SyntheticScenes(train_size, seed=0, image_size=crop_size), train_transforms)
+        evaluation = TransformedScenes(SyntheticScenes(eval_size, seed=1, image_size=crop_size), eval_transforms)
+    else:
+        raise ValueError(f"dataset={name!r} is not supported: use 'voc' or 'synthetic'")
+    return train, evaluation
+
+
+class TransformedScenes(Dataset):
+    """A dataset of (image, mask) pairs with joint transforms applied, as VOCSegmentation's ``transforms``."""
+
+    def __init__(self, scenes: Dataset, transforms: v2.Compose) -> None:
+        self.scenes, self.transforms = scenes, transforms
+
+    def __len__(self) -> int:
+        return len(self.scenes)
+
+    def __getitem__(self, index: int) -> tuple[torch.Tensor, torch.Tensor]:
+        return self.transforms(*self.scenes[index])
+
+
+def setup_data(config: SimpleNamespace) -> tuple[DataLoader, DataLoader]:
+    """Build the train and eval loaders, sharded across processes in distributed training."""
+    # Only the first process on each node downloads; the others wait, then read the files.
+    if idist.get_local_rank() > 0:
+        idist.barrier()
+    train, evaluation = get_datasets(config.dataset, config.data_path, config.crop_size)
+    if idist.get_local_rank() == 0:
+        idist.barrier()
+
+    # `batch_size` is global: ignite divides it by the number of processes.
+    train_loader = idist.auto_dataloader(
+        train,
+        batch_size=config.batch_size,
+        num_workers=config.num_workers,
+        worker_init_fn=ignore_stop_signals,
+        shuffle=True,
+        drop_last=True,
+    )
+    eval_loader = idist.auto_dataloader(
+        evaluation,
+        batch_size=config.eval_batch_size,
+        num_workers=config.num_workers,
+        worker_init_fn=ignore_stop_signals,
+        shuffle=False,
+    )
+    return train_loader, eval_loader
+
+
+# A batch as the loaders give it: images and masks.
+Batch = tuple[torch.Tensor, torch.Tensor]
+
+
+def prepare_batch(batch: Batch, device: torch.device) -> tuple[tuple[torch.Tensor, ...], torch.Tensor]:
+    """The model's inputs and the masks of a batch, on the device."""
+    images, masks = (tensor.to(device, non_blocking=True) for tensor in batch)
+    return (images,), masks

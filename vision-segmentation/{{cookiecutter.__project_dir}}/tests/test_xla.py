@@ -1,0 +1,1 @@
+{% include "pytest/test_xla.py" %}

@@ -1,0 +1,1 @@
+../../common/supervised/trainers.py
