@@ -148,28 +148,39 @@ def _xla_count(name: str) -> int:
     return 0 if data is None else data[0]
 
 
+def _cpu_fallbacks() -> dict[str, int]:
+    """How often each PyTorch operation without an XLA lowering has run on the CPU, so far."""
+    return {name: met.counter_value(name) for name in met.counter_names() if name.startswith("aten::")}
+
+
 def setup_xla_metrics(trainer: Engine, run_dir: Path, logger: logging.Logger) -> None:
-    """Count XLA compilations and device-to-host transfers per epoch; write ``xla_metrics.json``.
+    """Count XLA compilations, device-to-host transfers and CPU fallbacks per epoch; write ``xla_metrics.json``.
 
     A healthy XLA loop stops compiling after the first epoch or two and reads from the device only
-    at the logging interval. Training and the work at each epoch end (evaluation, samples, the epoch-end
-    checkpoint) are counted apart: attach this before the epoch-end handlers, so that its count runs first.
+    at the logging interval. An operation torch_xla cannot compile runs on the CPU (a fallback): its inputs
+    are read from the device (one transfer each time), and its result is copied back. Training and the work
+    at each epoch end (evaluation, samples, the epoch-end checkpoint) are counted apart: attach this before
+    the epoch-end handlers, so that its count runs first.
     """
-    counts: dict[str, list[int]] = {
+    counts: dict[str, list] = {
         "compilations_per_epoch": [],
         "device_to_host_transfers_per_epoch": [],
+        "cpu_fallbacks_per_epoch": [],
         "eval_compilations_per_epoch": [],
         "eval_device_to_host_transfers_per_epoch": [],
     }
     mark = {}
 
-    def now() -> tuple[int, int]:
-        return _xla_count("CompileTime"), _xla_count("TransferFromDeviceTime")
+    def now() -> tuple[int, int, dict[str, int]]:
+        return _xla_count("CompileTime"), _xla_count("TransferFromDeviceTime"), _cpu_fallbacks()
 
-    def record(prefix: str, since: tuple[int, int]) -> None:
-        compiles, transfers = now()
+    def record(prefix: str, since: tuple[int, int, dict[str, int]]) -> None:
+        compiles, transfers, fallbacks = now()
         counts[f"{prefix}compilations_per_epoch"].append(compiles - since[0])
         counts[f"{prefix}device_to_host_transfers_per_epoch"].append(transfers - since[1])
+        if not prefix:
+            new = {name: count - since[2].get(name, 0) for name, count in fallbacks.items()}
+            counts["cpu_fallbacks_per_epoch"].append({name: count for name, count in new.items() if count})
 
     @trainer.on(Events.EPOCH_STARTED)
     def start_epoch() -> None:
@@ -193,3 +204,8 @@ def setup_xla_metrics(trainer: Engine, run_dir: Path, logger: logging.Logger) ->
                 counts["compilations_per_epoch"],
                 counts["device_to_host_transfers_per_epoch"],
             )
+            fallbacks = sorted({name for epoch in counts["cpu_fallbacks_per_epoch"] for name in epoch})
+            if fallbacks:
+                # On a TPU, torch_xla lowers upsample_bilinear2d_backward (segmentation models' upsampling);
+                # on its CPU device (tests) that one runs on the CPU.
+                logger.info("XLA training: operations run on the CPU (no XLA lowering here): %s", ", ".join(fallbacks))
