@@ -14,7 +14,9 @@
    most one transfer per logging interval.
 3. Evaluation on PJRT_DEVICE=CPU: device-to-host transfers and wall time per evaluation of each TPU
    classifier, at two eval lengths, against a naive port (`.item()` per batch). Target: one transfer per
-   evaluation whatever its length, no compilation after the first evaluation.
+   evaluation whatever its length, no compilation after the first evaluation. Segmentation: its confusion
+   matrix counted on the device (generated) against predicted masks sent to ignite's metrics on the CPU per
+   batch, and a naive port (logits to the CPU per batch); a light model, medians of repeated runs.
 4. Generation: seconds to bake each template with cookiecutter.
 5. Preemption on CPU: seconds from SIGTERM to exit with the training checkpoint on disk, each template's
    default model (bench/preemption.py). Target: well inside a 30-second preemption notice (<= 10 s).
@@ -39,6 +41,10 @@ REPO = Path(__file__).resolve().parents[1]
 BENCH = Path(__file__).resolve().parent
 PARTS = ["loop", "xla", "eval", "bake", "preemption"]
 TEMPLATES = json.loads((REPO / "cookiecutter.json").read_text())["templates"]
+# Eval lengths in batches (full, quick): segmentation's synthetic eval set is 64 scenes, 6 batches of 12
+# (the last one short), where the classifiers' is 256 items, 11 batches of 24.
+EVAL_LENGTHS = {"vision-segmentation": ([2, 6], [2])}
+DEFAULT_EVAL_LENGTHS = ([4, 11], [4])
 
 
 def bake(template: str, out: Path, **answers) -> Path:
@@ -103,15 +109,20 @@ def main() -> None:
     parser.add_argument("--quick", action="store_true", help="fewer iterations and repeats")
     parser.add_argument("--templates", nargs="*", default=list(TEMPLATES))
     parser.add_argument("--parts", nargs="*", default=PARTS, choices=PARTS)
+    parser.add_argument("--iterations", type=int, help="timed iterations per loop run (default: 50, quick: 5)")
+    parser.add_argument("--repeats", type=int, help="loop runs per loop (default: 5, quick: 1)")
     args = parser.parse_args()
     args.xla_python = os.path.abspath(args.xla_python)  # the scripts run inside baked projects
     iterations, repeats, epochs = (5, 1, 3) if args.quick else (50, 5, 3)
+    iterations, repeats = args.iterations or iterations, args.repeats or repeats
 
     machine = f"{platform.system()} {platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}"
     print(f"Machine: {machine}")
     command = ["bash scripts/bench.sh", "--quick" if args.quick else ""]
     command += ["--parts", *args.parts] if args.parts != PARTS else []
     command += ["--templates", *args.templates] if args.templates != list(TEMPLATES) else []
+    command += [f"--iterations {args.iterations}"] if args.iterations else []
+    command += [f"--repeats {args.repeats}"] if args.repeats else []
     print(f"Command: {' '.join(filter(None, command))}\n")
 
     if "loop" in args.parts:
@@ -119,7 +130,7 @@ def main() -> None:
     if "xla" in args.parts:
         xla_table(args.templates, args.xla_python, epochs)
     if "eval" in args.parts:
-        eval_table(args.templates, args.xla_python, [4] if args.quick else [4, 11])
+        eval_table(args.templates, args.xla_python, args.quick)
     if "bake" in args.parts:
         bake_table(args.templates, 3 if args.quick else 10)
     if "preemption" in args.parts:
@@ -152,24 +163,38 @@ def xla_table(templates: list[str], xla_python: str, epochs: int) -> None:
         r = xla_behaviour(template, xla_python, epochs)
         for loop in ("generated", "naive"):
             m = r[loop]
-            per_iter = [t / m["iterations_per_epoch"] for t in m["transfers_per_epoch"]]
+            # Reads by the loop itself: each CPU fallback (an operation without an XLA lowering on this CPU
+            # device, as segmentation's upsampling backward) is a transfer too, shown apart.
+            fallbacks = m.get("fallbacks_per_epoch") or [0] * len(m["transfers_per_epoch"])
+            own = [t - f for t, f in zip(m["transfers_per_epoch"], fallbacks, strict=True)]
+            per_iter = [t / m["iterations_per_epoch"] for t in own]
             steady = all(c == 0 for c in m["compilations_per_epoch"][2:])
             few_reads = max(per_iter) <= 1 / m["log_every_iters"] + 1e-9 if loop == "generated" else None
             met = "-" if few_reads is None else ("yes" if steady and few_reads else "NO")
             reads = ", ".join(f"{v:.2f}" for v in per_iter)
+            if any(fallbacks):
+                extra = ", ".join(f"{f / m['iterations_per_epoch']:.2f}" for f in fallbacks)
+                reads += f" (+ CPU fallbacks: {extra})"
             print(f"| {template} | {loop} | {m['compilations_per_epoch']} | {reads} | {m['log_every_iters']} | {met} |")
 
     print()
 
 
-def eval_table(templates: list[str], xla_python: str, lengths: list[int]) -> None:
+def eval_table(templates: list[str], xla_python: str, quick: bool) -> None:
+    classifiers = [t for t in templates if t not in ("gan", "vision-segmentation")]  # the GAN has no evaluator
+    if classifiers:
+        classifier_eval_table(classifiers, xla_python, DEFAULT_EVAL_LENGTHS[quick])
+    if "vision-segmentation" in templates:
+        segmentation_eval_table(xla_python, EVAL_LENGTHS["vision-segmentation"][quick])
+
+
+def classifier_eval_table(templates: list[str], xla_python: str, lengths: list[int]) -> None:
     print(
         "| template | eval batches | loop | transfers per evaluation | ms per evaluation"
         " | later compilations | target met |"
     )
     print("| --- | --- | --- | --- | --- | --- | --- |")
-    # Only templates with an evaluator (the GAN has none).
-    for template in [t for t in templates if t != "gan"]:
+    for template in templates:
         r = xla_evaluation(template, xla_python, lengths)
         for length in lengths:
             for loop in ("generated", "naive"):
@@ -180,6 +205,29 @@ def eval_table(templates: list[str], xla_python: str, lengths: list[int]) -> Non
                     f"| {template} | {length} | {loop} | {m['transfers']} | {1000 * m['seconds']:.0f}"
                     f" | {m['later_compilations']} | {met} |"
                 )
+    print()
+
+
+def segmentation_eval_table(xla_python: str, lengths: list[int]) -> None:
+    """Three ways to count the confusion matrix on XLA (bench/xla_eval.py), medians of repeated runs."""
+    print(
+        "| eval batches | metric | transfers per evaluation | ms per evaluation (median) | median of each run"
+        " | evaluations | later compilations | target met |"
+    )
+    print("| --- | --- | --- | --- | --- | --- | --- | --- |")
+    r = xla_evaluation("vision-segmentation", xla_python, lengths)
+    names = {"generated": "generated (device)", "argmax_to_cpu": "argmax to CPU", "naive": "naive"}
+    for length in lengths:
+        for variant, name in names.items():
+            m = r[str(length)][variant]
+            ok = m["transfers"] == [1] and not any(m["later_compilations"])
+            met = ("yes" if ok else "NO") if variant == "generated" else "-"
+            runs = ", ".join(f"{1000 * s:.0f}" for s in m["seconds_per_run"])
+            transfers = ", ".join(map(str, m["transfers"]))
+            print(
+                f"| {length} | {name} | {transfers} | {1000 * m['seconds']:.0f} | {runs} | {m['evaluations']}"
+                f" | {sum(m['later_compilations'])} | {met} |"
+            )
     print()
 
 

@@ -1,16 +1,24 @@
 """Evaluation on XLA: device-to-host transfers and wall time per evaluation, generated against a naive port.
 
-Usage (cwd = a baked xla-tpu classifier project, PJRT_DEVICE=CPU, the TPU venv's Python):
+Usage (cwd = a baked xla-tpu classifier or segmentation project, PJRT_DEVICE=CPU, the TPU venv's Python):
 python xla_eval.py TEMPLATE EVAL_BATCHES... Prints one JSON line.
 
-The generated project trains 3 short epochs with an evaluation of EVAL_BATCHES batches after each; the
-figures are the last evaluation's (the first compiles), and the compilations of every evaluation after
-the first. The naive port evaluates the same trained-from-scratch model as a GPU loop moved to XLA as is
-would: each batch's correct count and loss read with `.item()`, the last batch shorter.
+Classifiers: the generated project trains 3 short epochs with an evaluation of EVAL_BATCHES batches after
+each; the figures are the last evaluation's (the first compiles), and the compilations of every evaluation
+after the first. The naive port evaluates the same trained-from-scratch model as a GPU loop moved to XLA as
+is would: each batch's correct count and loss read with `.item()`, the last batch shorter.
+
+Segmentation (a light model, small crops: SEGMENTATION): three ways to count the confusion matrix, run in
+turn REPEATS times, each run evaluating EPOCHS times; the seconds are the median over the evaluations after
+each run's first. "generated": the project as made, the matrix counted on the device and read once per
+evaluation (metrics.SegmentationMetrics). "argmax to CPU": the same project with one change, its metric: per
+batch the predicted masks go to the CPU, into ignite's ConfusionMatrix there. "naive": a GPU loop moved as is.
 """
 
 import importlib
+import itertools
 import json
+import statistics
 import sys
 import time
 from pathlib import Path
@@ -19,7 +27,14 @@ from types import SimpleNamespace
 import yaml
 
 sys.path.insert(0, str(Path.cwd()))
+RUN_NUMBERS = itertools.count()
 BATCH = 24  # 256 synthetic eval items: 10 full batches and a short one, for a full pass
+# Segmentation on the XLA CPU device: a light model of the template's family and small crops, so that its
+# programs compile in seconds (the default deeplabv3_resnet50 at 512 would take many minutes per run).
+# 64 eval scenes at 12 a batch: 5 full batches and a short one (4 scenes), for a full pass.
+SEGMENTATION = {"model": "deeplabv3_mobilenet_v3_large", "crop_size": 64, "eval_batch_size": 12, "num_pictures": 1}
+SEGMENTATION_BATCH_SIZE = 4  # training batches: the training is not what is measured
+EPOCHS, REPEATS = 4, 3  # segmentation: evaluations per run (the first compiles), runs of each variant
 
 
 def counts() -> tuple[int, int]:
@@ -30,6 +45,7 @@ def counts() -> tuple[int, int]:
 
 
 def config_for(eval_batches: int) -> SimpleNamespace:
+    """The run's configuration: synthetic data, short epochs, no checkpoints (segmentation: see SEGMENTATION)."""
     values = yaml.safe_load(Path("config.yaml").read_text())
     for key in ("defaults", "hydra"):
         values.pop(key, None)
@@ -47,11 +63,14 @@ def config_for(eval_batches: int) -> SimpleNamespace:
         output_dir=f"bench-eval-{eval_batches}",
         backend=None,
     )
+    if "crop_size" in values:  # segmentation
+        values.update(SEGMENTATION, batch_size=SEGMENTATION_BATCH_SIZE, max_epochs=EPOCHS, train_epoch_length=1)
     return SimpleNamespace(**values)
 
 
-def generated(eval_batches: int) -> dict:
-    """main.run in this process, on one XLA device; each evaluation (the trainer's nested run) measured."""
+def evaluations_of_run(eval_batches: int) -> list[tuple[float, int, int]]:
+    """main.run in this process, on one XLA device: (seconds, compilations, transfers) of each evaluation
+    (the trainer's nested run)."""
     import main
     from ignite.engine import Engine
 
@@ -72,8 +91,19 @@ def generated(eval_batches: int) -> dict:
     Engine.run = run
     # Each replica's start-up as the project's launch does it (xla.py; utils.py in projects made before it).
     launcher = importlib.import_module("xla" if Path("xla.py").is_file() else "utils")
-    launcher._xla_replica(0, main.run, config_for(eval_batches))
-    Engine.run = original_run
+    config = config_for(eval_batches)
+    # A run directory of its own: with the same config a finished run's directory would end this one at once.
+    config.output_dir += f"-{next(RUN_NUMBERS)}"
+    try:
+        launcher._xla_replica(0, main.run, config)
+    finally:
+        Engine.run = original_run
+    return evaluations
+
+
+def generated(eval_batches: int) -> dict:
+    """The last of the generated project's evaluations (the first compiles)."""
+    evaluations = evaluations_of_run(eval_batches)
     seconds, _, transfers = evaluations[-1]
     return {"seconds": seconds, "transfers": transfers, "later_compilations": [c for _, c, _ in evaluations[1:]]}
 
@@ -119,9 +149,127 @@ def naive(eval_batches: int) -> dict:
     return {"seconds": seconds, "transfers": transfers, "later_compilations": [c for _, c, _ in timings[1:]]}
 
 
+def argmax_to_cpu_metrics(evaluator, loss_fn) -> None:
+    """metrics.attach_metrics with the other design: each batch's predicted masks sent to ignite's metrics on
+    the CPU (ConfusionMatrix, mIoU, cmAccuracy, IoU, as the GPU projects attach them).
+
+    The masks and the true labels travel together, one transfer per batch (their stack): the fewest this
+    design can have. Padding rows and ignored pixels become -1 on the device, which ConfusionMatrix skips.
+    """
+    import metrics
+    import torch
+    from data import NUM_CLASSES
+    from ignite.metrics import ConfusionMatrix, IoU, MetricsLambda, mIoU
+    from ignite.metrics.confusion_matrix import cmAccuracy
+
+    class MaskConfusionMatrix(ConfusionMatrix):
+        """ignite's ConfusionMatrix fed predicted masks (its update takes logits and argmaxes them itself)."""
+
+        def _check_shape(self, output) -> None:
+            pass
+
+        def update(self, output) -> None:
+            predicted, targets = (tensor.flatten() for tensor in output)
+            self._num_examples += output[0].shape[0]
+            scored = targets >= 0
+            cells = NUM_CLASSES * targets[scored] + predicted[scored]
+            self.confusion_matrix += torch.bincount(cells, minlength=NUM_CLASSES**2).view(NUM_CLASSES, NUM_CLASSES)
+
+    def masks_on_cpu(output):
+        logits, targets, real = output
+        scored = (targets != loss_fn.ignore_index) & real.view(-1, 1, 1)
+        masks = torch.stack((logits.argmax(dim=1), torch.where(scored, targets, -1))).cpu()
+        return masks[0], masks[1]
+
+    matrix = MaskConfusionMatrix(NUM_CLASSES, output_transform=masks_on_cpu, device="cpu")
+    mIoU(matrix).attach(evaluator, "mIoU")
+    cmAccuracy(matrix).attach(evaluator, "pixel_accuracy")
+    MetricsLambda(metrics.per_class, IoU(matrix), metrics_result_mode="flatten").attach(evaluator, "IoU")
+
+
+def argmax_to_cpu(eval_batches: int) -> list[tuple[float, int, int]]:
+    """The generated project's run with argmax_to_cpu_metrics in place of its device-side confusion matrix."""
+    import trainers
+
+    attach = trainers.attach_metrics
+    trainers.attach_metrics = argmax_to_cpu_metrics
+    try:
+        return evaluations_of_run(eval_batches)
+    finally:
+        trainers.attach_metrics = attach
+
+
+def segmentation_naive(eval_batches: int) -> list[tuple[float, int, int]]:
+    """The GPU project's evaluation moved to XLA as is: the same model (trained from scratch), a plain
+    DataLoader (the last batch shorter) and ignite's ConfusionMatrix fed each batch's logits.
+
+    On a GPU that matrix counts on the device; ignite refuses an XLA device, so the port keeps the metric on
+    the CPU and moves the whole logits there, one transfer per batch (21 channels a pixel: 21 times the masks'
+    values). The true masks stay on the CPU, where the loader made them: they cost no transfer.
+    """
+    import data
+    import models
+    import torch
+    import torch_xla.core.xla_model as xm
+    from ignite.metrics import ConfusionMatrix, mIoU
+    from torch.utils.data import DataLoader
+
+    # ignite 0.5.5's metrics ask torch_xla for names 2.7 removed: the project's xla.py puts them back.
+    importlib.import_module("xla")
+    config = config_for(eval_batches)
+    device = xm.xla_device()
+    torch.manual_seed(0)
+    _, evaluation = data.get_datasets("synthetic", "data", config.crop_size)
+    model = models.setup_model(config.model, data.NUM_CLASSES).to(device).eval()
+    loader = DataLoader(evaluation, batch_size=config.eval_batch_size)
+    matrix = ConfusionMatrix(data.NUM_CLASSES, device="cpu")
+    score = mIoU(matrix)  # before any update: building it resets the matrix
+    timings = []
+    for _ in range(EPOCHS):
+        start, (compiled, transferred) = time.perf_counter(), counts()
+        score.reset()
+        with torch.no_grad():
+            for index, (images, masks) in enumerate(loader):
+                if index == eval_batches:
+                    break
+                logits = model(images.to(device))["out"]
+                matrix.update((logits.cpu(), masks.masked_fill(masks == data.IGNORE_INDEX, -1)))
+        score.compute()
+        after = counts()
+        timings.append((time.perf_counter() - start, after[0] - compiled, after[1] - transferred))
+    return timings
+
+
+SEGMENTATION_VARIANTS = {"generated": evaluations_of_run, "argmax_to_cpu": argmax_to_cpu, "naive": segmentation_naive}
+
+
+def segmentation(eval_batches: int) -> dict:
+    """Each variant REPEATS times, in turn (the order reversed every other round, so that the machine's noise
+    hits all alike): median seconds of the evaluations after each run's first, transfers per evaluation."""
+    runs = {name: [] for name in SEGMENTATION_VARIANTS}
+    for repeat in range(REPEATS):
+        for name in sorted(SEGMENTATION_VARIANTS, reverse=repeat % 2 == 1):
+            runs[name].append(SEGMENTATION_VARIANTS[name](eval_batches))
+    result = {}
+    for name, evaluations in runs.items():
+        later = [evaluation for run in evaluations for evaluation in run[1:]]
+        result[name] = {
+            "seconds": statistics.median(seconds for seconds, _, _ in later),
+            "seconds_per_run": [statistics.median(seconds for seconds, _, _ in run[1:]) for run in evaluations],
+            "transfers": sorted({transfers for _, _, transfers in later}),
+            "first_transfers": [run[0][2] for run in evaluations],
+            "later_compilations": [compilations for _, compilations, _ in later],
+            "evaluations": len(later),
+        }
+    return result
+
+
 def main() -> None:
-    lengths = [int(n) for n in sys.argv[2:]]
-    print(json.dumps({str(n): {"generated": generated(n), "naive": naive(n)} for n in lengths}))
+    template, lengths = sys.argv[1], [int(n) for n in sys.argv[2:]]
+    if template == "vision-segmentation":
+        print(json.dumps({str(n): segmentation(n) for n in lengths}))
+    else:
+        print(json.dumps({str(n): {"generated": generated(n), "naive": naive(n)} for n in lengths}))
 
 
 if __name__ == "__main__":

@@ -16,6 +16,7 @@ from helpers import (
     PYTHON,
     REPO,
     TEMPLATES,
+    XLA_CPU_CONFIG,
     XLA_PYTHON,
     free_port,
     notebook_training_command,
@@ -225,7 +226,9 @@ def run_notebook_alone(project: Path, tmp_path: Path, python: str, env: dict | N
 @pytest.mark.parametrize("template", TEMPLATES)
 def test_tpu_notebook_runs_top_to_bottom_on_an_xla_cpu_device(bake, tmp_path: Path, template: str) -> None:
     project = bake(template, backend="xla-tpu")
-    executed = nbformat.read(run_notebook_alone(project, tmp_path, XLA_PYTHON, {"PJRT_DEVICE": "CPU"}), as_version=4)
+    config = XLA_CPU_CONFIG.get(template, {})
+    executed = run_notebook_alone(project, tmp_path, XLA_PYTHON, {"PJRT_DEVICE": "CPU"}, **config)
+    executed = nbformat.read(executed, as_version=4)
     setup_output = "".join(out.get("text", "") for out in setup_cell(executed).outputs)
     assert "already installed: nothing to do" in setup_output, "the install cell must skip a present torch_xla"
     for path in ("main.py", "utils.py", "xla.py", "README.md"):

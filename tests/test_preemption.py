@@ -51,13 +51,19 @@ def status(run_dir: Path) -> dict:
     return yaml.safe_load((run_dir / "status.yaml").read_text())
 
 
+# Each template's own config values for the test below.
+OWN = {template: {} for template in TEMPLATES} | {"vision-segmentation": {"accumulation_steps": 3}}
+
+
 @pytest.mark.parametrize("template", TEMPLATES)
 def test_a_run_stopped_three_times_and_continued_ends_bit_identical_to_an_uninterrupted_one(
     bake, tmp_path: Path, template: str
 ) -> None:
     project = bake(template, launcher="none", deterministic=True, save_training=True)
-    # 3 epochs of 4 iterations, a checkpoint every 3 iterations and after each epoch, every loss logged.
-    make_offline(project, max_epochs=3, train_epoch_length=4, save_every_iters=3, log_every_iters=1)
+    # 3 epochs of 4 iterations, a checkpoint every 3 iterations and after each epoch, every loss logged;
+    # segmentation adds up 3 batches' gradients per optimizer step: the stops at iterations 2 and 4 land
+    # between two optimizer steps, with gradients to keep.
+    make_offline(project, max_epochs=3, train_epoch_length=4, save_every_iters=3, log_every_iters=1, **OWN[template])
     uninterrupted = tmp_path / "uninterrupted"
     shutil.copytree(project, uninterrupted)
     proc = train(uninterrupted)
@@ -78,6 +84,11 @@ def test_a_run_stopped_three_times_and_continued_ends_bit_identical_to_an_uninte
         }, f"after SIGTERM at {probe}"
         assert (run_dir / f"training_checkpoint_{stopped_at}.pt").is_file(), f"no checkpoint where {probe} stopped"
         assert not list(run_dir.glob("tmp*")), "a half-written checkpoint was left behind"
+        if OWN[template].get("accumulation_steps", 1) > 1:
+            saved = load_checkpoint(run_dir / f"training_checkpoint_{stopped_at}.pt", deterministic=True)
+            gradients = saved["gradients"]
+            between_steps = stopped_at % OWN[template]["accumulation_steps"] != 0
+            assert bool(gradients) == between_steps, f"at {stopped_at}: the gradients added up since the last step"
     proc = train(project)
     assert proc.returncode == 0, outcome(proc)
     assert status(run_dir) == {"status": "finished", "reason": "max_epochs", "epoch": 3, "iteration": 12}

@@ -38,7 +38,7 @@ SINGLE_PROCESS = {
 }
 
 
-def check_run(project, epochs: int = 2, iterations_per_epoch: int = 3, output_dir: str = "./logs"):
+def check_run(project, epochs: int = 2, iterations_per_epoch: int = 3, output_dir: str = "./logs", metric="accuracy"):
     """Assert what a user expects of a finished run and return its directory and log."""
     (run_dir,) = run_dirs(project, output_dir)
     assert (run_dir / "config-lock.yaml").is_file(), "each run saves its exact config"
@@ -46,7 +46,7 @@ def check_run(project, epochs: int = 2, iterations_per_epoch: int = 3, output_di
     assert log["losses"], f"no train_loss logged:\n{log['text']}"
     assert all(math.isfinite(v) for v in log["losses"]), f"non-finite training loss: {log['losses']}"
     assert len(log["evals"]) == epochs, f"expected one eval line per epoch:\n{log['text']}"
-    assert all(0.0 <= float(e["accuracy"]) <= 1.0 for e in log["evals"])
+    assert all(0.0 <= float(e[metric]) <= 1.0 for e in log["evals"]), f"{metric} per epoch: {log['evals']}"
     assert log["iterations"][-1] == epochs * iterations_per_epoch
     return run_dir, log
 
@@ -224,18 +224,25 @@ TEXT_RUNS = {
 }
 
 
-@pytest.mark.parametrize("launcher", list(TEXT_RUNS))
-def test_text_project_trains_with_each_launcher(bake, launcher: str) -> None:
-    answers, overrides = TEXT_RUNS[launcher]
+def train_with_launcher(bake, template: str, launcher: str, answers: dict, overrides: dict, metric: str = "accuracy"):
+    """Bake ``template`` for ``launcher``, train with the README's command (2 processes but with none), check
+    the run; return its directory and log."""
     if launcher != "none":
         answers = {**answers, "master_port": free_port()}
-    project = bake("text-classification", launcher=launcher, **answers)
+    project = bake(template, launcher=launcher, **answers)
     make_offline(project, **overrides)
     argv, _ = readme_train_command(project)
     proc = run_cmd(argv, cwd=project, timeout=600)
-    run_dir, log = check_run(project)
+    run_dir, log = check_run(project, metric=metric)
     assert f"World size: {1 if launcher == 'none' else 2}" in log["text"]
     assert "Traceback" not in proc.stderr
+    return run_dir, log
+
+
+@pytest.mark.parametrize("launcher", list(TEXT_RUNS))
+def test_text_project_trains_with_each_launcher(bake, launcher: str) -> None:
+    answers, overrides = TEXT_RUNS[launcher]
+    run_dir, _ = train_with_launcher(bake, "text-classification", launcher, answers, overrides)
     checkpoint = load_checkpoint(
         run_dir / "training_checkpoint_6.pt", deterministic=answers.get("deterministic", False)
     )
@@ -244,6 +251,35 @@ def test_text_project_trains_with_each_launcher(bake, launcher: str) -> None:
     assert not [name for name in model if "pooler" in name], "the encoder's unused pooler must be dropped"
     if overrides.get("classifier_hidden"):
         assert model["classifier.1.weight"].shape[0] == overrides["classifier_hidden"]
+
+
+# The segmentation template's own code once per launcher, each with another of the models tested and
+# gradients added up over 2 batches (2 optimizer steps per epoch of 3 iterations: one spans the epochs).
+SEGMENTATION_RUNS = {
+    # The CUDA mixed-precision code (its scaler off on a CPU), DeterministicEngine, FCN (auxiliary head).
+    "none": ({"argparser": "fire", "mixed_precision": True, "deterministic": True}, {"model": "fcn_resnet50"}),
+    # DistributedDataParallel over DeepLabV3: every parameter, the auxiliary head's too, gets a gradient.
+    "torchrun": ({"argparser": "argparse", "backend": "gloo", "nproc_per_node": "2"}, {}),
+    # LR-ASPP: no auxiliary head.
+    "spawn": ({"argparser": "hydra", "backend": "gloo", "nproc_per_node": "2"}, {"model": "lraspp_mobilenet_v3_large"}),
+}
+
+
+@pytest.mark.parametrize("launcher", list(SEGMENTATION_RUNS))
+def test_segmentation_project_trains_with_each_launcher(bake, launcher: str) -> None:
+    answers, overrides = SEGMENTATION_RUNS[launcher]
+    overrides = {"accumulation_steps": 2, **overrides}
+    run_dir, log = train_with_launcher(bake, "vision-segmentation", launcher, answers, overrides, metric="mIoU")
+    assert all({"pixel_accuracy", "IoU_background", "IoU_tvmonitor"} <= set(e) for e in log["evals"]), log["evals"]
+    checkpoint = load_checkpoint(
+        run_dir / "training_checkpoint_6.pt", deterministic=answers.get("deterministic", False)
+    )
+    heads = {name.split(".")[0] for name in checkpoint["model"]}
+    with_aux = overrides.get("model") != "lraspp_mobilenet_v3_large"
+    assert ("aux_classifier" in heads) == with_aux, f"{overrides.get('model', 'deeplabv3_resnet50')}: {heads}"
+    assert checkpoint["gradients"] == {}, "iteration 6 steps the optimizer: no gradient is left to keep"
+    pictures = sorted(path.name for path in (run_dir / "predictions").iterdir())
+    assert pictures == ["epoch_0001.png", "epoch_0002.png"], "rank 0 draws one picture per epoch"
 
 
 def test_nccl_without_a_gpu_stops_with_advice(bake) -> None:

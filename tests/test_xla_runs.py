@@ -16,6 +16,7 @@ from helpers import (
     LEARNING_TESTS,
     PYTHON,
     TEMPLATES,
+    XLA_CPU_CONFIG,
     XLA_PYTHON,
     load_checkpoint,
     make_offline,
@@ -70,17 +71,11 @@ XLA_RUNS = {
 # Evaluations of two lengths: vision's whole synthetic eval set (256 images: 10 batches of 24 and a short
 # last one, padded), text's first 2 batches; segmentation's whole set (64 scenes: 2 batches of 24 and a
 # short last one), with gradients accumulated over 2 batches (the steps with and without the optimizer
-# step are two programs, both compiled in epoch 1), and DeepLabV3 on MobileNetV3 (its auxiliary head too,
-# in a fraction of the ResNet-50's compile time).
+# step are two programs, both compiled in epoch 1).
 XLA_EVALS = {
     "vision-classification": {"eval_epoch_length": None, "eval_batch_size": 24},
     "text-classification": {"eval_epoch_length": 2},
-    "vision-segmentation": {
-        "eval_epoch_length": None,
-        "eval_batch_size": 24,
-        "accumulation_steps": 2,
-        "model": "deeplabv3_mobilenet_v3_large",
-    },
+    "vision-segmentation": {"eval_epoch_length": None, "eval_batch_size": 24, "accumulation_steps": 2},
 }
 
 
@@ -101,9 +96,8 @@ def train_3_epochs_on_xla_cpu(project: Path, **config: int | None) -> tuple[Path
 
 @pytest.mark.parametrize("template", list(XLA_RUNS))
 def test_xla_project_trains_3_epochs_and_stops_compiling(bake, template: str) -> None:
-    run_dir, log = train_3_epochs_on_xla_cpu(
-        bake(template, backend="xla-tpu", **XLA_RUNS[template]), **XLA_EVALS[template]
-    )
+    project = bake(template, backend="xla-tpu", **XLA_RUNS[template])
+    run_dir, log = train_3_epochs_on_xla_cpu(project, **XLA_EVALS[template], **XLA_CPU_CONFIG.get(template, {}))
     assert len(log["evals"]) == 3
     assert log["iterations"] == [3, 6, 9, 12]
     # One device here, 8 expected: the run goes on and says so in one line.
@@ -139,7 +133,8 @@ def test_xla_project_trains_3_epochs_and_stops_compiling(bake, template: str) ->
     if template == "vision-classification":
         resnet18(num_classes=10).load_state_dict(checkpoint["model"])
     elif template == "vision-segmentation":
-        deeplabv3_mobilenet_v3_large(num_classes=21, aux_loss=True, weights_backbone=None).load_state_dict(checkpoint["model"])
+        model = deeplabv3_mobilenet_v3_large(num_classes=21, aux_loss=True, weights_backbone=None)
+        model.load_state_dict(checkpoint["model"])
         assert checkpoint["gradients"] == {}, "an optimizer step just zeroed them: nothing to keep"
         pictures = sorted(path.name for path in (run_dir / "predictions").iterdir())
         assert pictures == [f"epoch_{epoch:04d}.png" for epoch in (1, 2, 3)], "a picture of predictions per epoch"
