@@ -16,6 +16,7 @@ import yaml
 
 config = yaml.safe_load(open("config.yaml"))
 quick = dict(dataset="synthetic", max_epochs=2, train_epoch_length=20, eval_epoch_length=4, num_workers=0)
+quick.update(crop_size=128)  # segmentation: smaller scenes than VOC's crops, for a CPU
 config.update({key: value for key, value in quick.items() if key in config})
 yaml.safe_dump(config, open("config.yaml", "w"), sort_keys=False)
 PY

@@ -200,12 +200,8 @@ def setup_xla_metrics(trainer: Engine, run_dir: Path, logger: logging.Logger) ->
         if idist.get_rank() == 0:
             (run_dir / "xla_metrics.json").write_text(json.dumps(counts, indent=2) + "\n")
             logger.info(
-                "XLA training: compilations per epoch %s, device-to-host transfers per epoch %s",
+                "XLA training: compilations per epoch %s, device-to-host transfers per epoch %s, CPU fallbacks %s",
                 counts["compilations_per_epoch"],
                 counts["device_to_host_transfers_per_epoch"],
+                counts["cpu_fallbacks_per_epoch"],
             )
-            fallbacks = sorted({name for epoch in counts["cpu_fallbacks_per_epoch"] for name in epoch})
-            if fallbacks:
-                # On a TPU, torch_xla lowers upsample_bilinear2d_backward (segmentation models' upsampling);
-                # on its CPU device (tests) that one runs on the CPU.
-                logger.info("XLA training: operations run on the CPU (no XLA lowering here): %s", ", ".join(fallbacks))
