@@ -8,6 +8,7 @@ and, in the last one, the loss read and NaN check (its checkpoint and evaluation
 end, which the run stops one iteration short of).
 """
 
+import itertools
 import json
 import random
 import statistics
@@ -25,6 +26,7 @@ import yaml
 
 sys.path.insert(0, str(Path.cwd()))
 WARMUP = 3
+RUN_NUMBERS = itertools.count()
 # Segmentation: small scenes and batches (512 and 16 by default), so that its default model, a DeepLabV3 on a
 # dilated ResNet-50, takes under a second a step on 2 CPU cores instead of a minute.
 SEGMENTATION = {"crop_size": 32, "batch_size": 4}
@@ -45,7 +47,9 @@ def load_config(iterations: int, output_dir: str) -> SimpleNamespace:
         num_samples=4,
         log_every_iters=WARMUP + iterations,  # one loss read, in the last timed iteration, as in the hand-written loops
         save_every_iters=10**9,
-        output_dir=output_dir,
+        # A directory per run: a run of the same config finds the last one's (ended by its terminate) and,
+        # with the project's resumable runs, would end at once with nothing to train.
+        output_dir=f"{output_dir}/run-{next(RUN_NUMBERS)}",
         backend=None,
     )
     # Only keys this template has (eval_epoch_length: classifiers; num_samples: gan).

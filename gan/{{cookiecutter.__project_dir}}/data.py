@@ -11,7 +11,7 @@ from torch.utils.data import DataLoader, Dataset
 from torchvision import datasets
 from torchvision import transforms as T
 
-from preemption import ignore_stop_signals
+from loaders import train_loader
 
 DATASETS = ("cifar10", "mnist", "folder", "synthetic")
 # PIL image mode for each number of channels.
@@ -89,19 +89,6 @@ def get_dataset(name: str, data_path: str, image_size: int, channels: int) -> Da
 def setup_data(config: SimpleNamespace) -> DataLoader:
     """Build the training loader, sharded across processes in distributed training."""
     # Only the first process on each node downloads; the others wait, then read the files.
-    if idist.get_local_rank() > 0:
-        idist.barrier()
-    dataset = get_dataset(config.dataset, config.data_path, config.image_size, config.channels)
-    if idist.get_local_rank() == 0:
-        idist.barrier()
-
-    # `batch_size` is global: ignite divides it by the number of processes. Full batches only
-    # (drop_last): every step has the same shapes, which XLA needs to compile the step once.
-    return idist.auto_dataloader(
-        dataset,
-        batch_size=config.batch_size,
-        num_workers=config.num_workers,
-        worker_init_fn=ignore_stop_signals,
-        shuffle=True,
-        drop_last=True,
-    )
+    with idist.one_rank_first(local=True):
+        dataset = get_dataset(config.dataset, config.data_path, config.image_size, config.channels)
+    return train_loader(dataset, config)

@@ -10,7 +10,7 @@ from datasets import Dataset, load_dataset
 from torch.utils.data import DataLoader
 from transformers import AutoTokenizer, BertTokenizer, PreTrainedTokenizerBase
 
-from preemption import ignore_stop_signals
+from loaders import eval_loader, train_loader
 
 # Texts are tokenized before the data loader forks its workers, which never tokenize: without this,
 # the tokenizers library warns in every worker that it turns its own threads off.
@@ -81,24 +81,7 @@ def setup_data(config: SimpleNamespace, tokenizer: PreTrainedTokenizerBase) -> t
     # The first process on each node downloads and tokenizes; the others then read its cache.
     with idist.one_rank_first(local=True):
         train, evaluation = get_datasets(config, tokenizer)
-
-    # `batch_size` is global: ignite divides it by the number of processes.
-    train_loader = idist.auto_dataloader(
-        train,
-        batch_size=config.batch_size,
-        num_workers=config.num_workers,
-        worker_init_fn=ignore_stop_signals,
-        shuffle=True,
-        drop_last=True,
-    )
-    eval_loader = idist.auto_dataloader(
-        evaluation,
-        batch_size=config.eval_batch_size,
-        num_workers=config.num_workers,
-        worker_init_fn=ignore_stop_signals,
-        shuffle=False,
-    )
-    return train_loader, eval_loader
+    return train_loader(train, config), eval_loader(evaluation, config)
 
 
 # A batch as the loaders give it: token ids, attention masks and labels, by name.

@@ -12,7 +12,7 @@ from torch.utils.data import DataLoader, Dataset
 from torchvision import datasets
 from torchvision import transforms as T
 
-from preemption import ignore_stop_signals
+from loaders import eval_loader, train_loader
 
 # CIFAR-10 statistics, used for both datasets so the model sees the same input scale.
 MEAN = (0.4914, 0.4822, 0.4465)
@@ -78,29 +78,9 @@ def get_datasets(name: str, data_path: str) -> tuple[Dataset, Dataset]:
 def setup_data(config: SimpleNamespace) -> tuple[DataLoader, DataLoader]:
     """Build the train and eval loaders, sharded across processes in distributed training."""
     # Only the first process on each node downloads; the others wait, then read the files.
-    if idist.get_local_rank() > 0:
-        idist.barrier()
-    train, evaluation = get_datasets(config.dataset, config.data_path)
-    if idist.get_local_rank() == 0:
-        idist.barrier()
-
-    # `batch_size` is global: ignite divides it by the number of processes.
-    train_loader = idist.auto_dataloader(
-        train,
-        batch_size=config.batch_size,
-        num_workers=config.num_workers,
-        worker_init_fn=ignore_stop_signals,
-        shuffle=True,
-        drop_last=True,
-    )
-    eval_loader = idist.auto_dataloader(
-        evaluation,
-        batch_size=config.eval_batch_size,
-        num_workers=config.num_workers,
-        worker_init_fn=ignore_stop_signals,
-        shuffle=False,
-    )
-    return train_loader, eval_loader
+    with idist.one_rank_first(local=True):
+        train, evaluation = get_datasets(config.dataset, config.data_path)
+    return train_loader(train, config), eval_loader(evaluation, config)
 
 
 # A batch as the loaders give it: images and labels.

@@ -12,7 +12,7 @@ from torchvision import datasets, tv_tensors
 from torchvision.transforms import v2
 from torchvision.transforms.v2 import functional as F
 
-from preemption import ignore_stop_signals
+from loaders import eval_loader, train_loader
 
 CLASSES = (
     "background", "aeroplane", "bicycle", "bird", "boat", "bottle", "bus", "car", "cat", "chair", "cow",
@@ -131,29 +131,9 @@ class TransformedScenes(Dataset):
 def setup_data(config: SimpleNamespace) -> tuple[DataLoader, DataLoader]:
     """Build the train and eval loaders, sharded across processes in distributed training."""
     # Only the first process on each node downloads; the others wait, then read the files.
-    if idist.get_local_rank() > 0:
-        idist.barrier()
-    train, evaluation = get_datasets(config.dataset, config.data_path, config.crop_size)
-    if idist.get_local_rank() == 0:
-        idist.barrier()
-
-    # `batch_size` is global: ignite divides it by the number of processes.
-    train_loader = idist.auto_dataloader(
-        train,
-        batch_size=config.batch_size,
-        num_workers=config.num_workers,
-        worker_init_fn=ignore_stop_signals,
-        shuffle=True,
-        drop_last=True,
-    )
-    eval_loader = idist.auto_dataloader(
-        evaluation,
-        batch_size=config.eval_batch_size,
-        num_workers=config.num_workers,
-        worker_init_fn=ignore_stop_signals,
-        shuffle=False,
-    )
-    return train_loader, eval_loader
+    with idist.one_rank_first(local=True):
+        train, evaluation = get_datasets(config.dataset, config.data_path, config.crop_size)
+    return train_loader(train, config), eval_loader(evaluation, config)
 
 
 # A batch as the loaders give it: images and masks.
