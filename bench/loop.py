@@ -27,8 +27,8 @@ import yaml
 sys.path.insert(0, str(Path.cwd()))
 WARMUP = 3
 RUN_NUMBERS = itertools.count()
-# Segmentation: small scenes and batches (512 and 16 by default), so that its default model, a DeepLabV3 on a
-# dilated ResNet-50, takes under a second a step on 2 CPU cores instead of a minute.
+# Segmentation: small scenes and batches (512 and 16 by default): its default model, a DeepLabV3 on a dilated
+# ResNet-50, then takes seconds a step on 2 CPU cores, not minutes.
 SEGMENTATION = {"crop_size": 32, "batch_size": 4}
 
 

@@ -72,7 +72,9 @@ class Counts:
         import torch_xla.debug.metrics as met
 
         data = [met.metric_data(name) for name in ("CompileTime", "TransferFromDeviceTime")]
-        fallbacks = sum(met.counter_value(name) for name in met.counter_names() if name.startswith("aten::"))
+        # aten::_local_scalar_dense counts `.item()`: the loop's own read, not a fallback.
+        names = [name for name in met.counter_names() if name.startswith("aten::")]
+        fallbacks = sum(met.counter_value(name) for name in names if name != "aten::_local_scalar_dense")
         return (*(0 if d is None else d[0] for d in data), fallbacks)
 
     def start(self) -> None:

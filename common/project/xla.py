@@ -150,17 +150,17 @@ def _xla_count(name: str) -> int:
 
 def _cpu_fallbacks() -> dict[str, int]:
     """How often each PyTorch operation without an XLA lowering has run on the CPU, so far."""
-    return {name: met.counter_value(name) for name in met.counter_names() if name.startswith("aten::")}
+    # `.item()` counts as aten::_local_scalar_dense: a read (a transfer), not an operation run on the CPU.
+    names = (name for name in met.counter_names() if name.startswith("aten::") and "_local_scalar" not in name)
+    return {name: met.counter_value(name) for name in names}
 
 
 def setup_xla_metrics(trainer: Engine, run_dir: Path, logger: logging.Logger) -> None:
     """Count XLA compilations, device-to-host transfers and CPU fallbacks per epoch; write ``xla_metrics.json``.
 
-    A healthy XLA loop stops compiling after the first epoch or two and reads from the device only
-    at the logging interval. An operation torch_xla cannot compile runs on the CPU (a fallback): its inputs
-    are read from the device (one transfer each time), and its result is copied back. Training and the work
-    at each epoch end (evaluation, samples, the epoch-end checkpoint) are counted apart: attach this before
-    the epoch-end handlers, so that its count runs first.
+    A healthy XLA loop stops compiling after the first epoch or two and reads from the device only at the
+    logging interval; an operation torch_xla cannot compile runs on the CPU, a transfer each time. Training
+    and the work at each epoch end (evaluation, samples, checkpoint) are counted apart: attach this first.
     """
     counts: dict[str, list] = {
         "compilations_per_epoch": [],

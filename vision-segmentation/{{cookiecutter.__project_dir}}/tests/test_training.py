@@ -93,16 +93,17 @@ def test_an_optimizer_step_follows_every_accumulation_steps_batches(
         return step(optimizer, *args, **kwargs)
 
     monkeypatch.setattr(torch.optim.SGD, "step", counted_step)
-    run(0, SimpleNamespace(**{**vars(config), "accumulation_steps": 3, "max_epochs": 2, "train_epoch_length": 3}))
-    assert len(steps) == 2, f"6 batches, accumulation_steps 3: 2 optimizer steps, not {len(steps)}"
+    run(0, SimpleNamespace(**{**vars(config), "max_epochs": 2, "train_epoch_length": 3}))
+    assert config.accumulation_steps == 2
+    # Steps after batches 2, 4 (its gradients from both epochs) and 6.
+    assert len(steps) == 3, f"6 batches, accumulation_steps 2: 3 optimizer steps, not {len(steps)}"
 
 
 def test_a_short_run_learns_the_synthetic_data(train_for_eval_scores: Callable[..., list[float]]) -> None:
     """Eval mIoU well above what a constant prediction scores after seconds of training: data, masks, loss,
-    optimizer and learning-rate schedule work together. Predicting background everywhere scores 0.037 on
-    these eval scenes (78% of their pixels: IoU 0.78 for it, 0 for the 20 other classes). Over seeds 0-9
-    the final eval mIoU was 0.068 to 0.21 (a learning rate above VOC's, for a run of seconds)."""
-    scores = train_for_eval_scores(
-        max_epochs=3, train_epoch_length=24, batch_size=8, eval_epoch_length=4, eval_batch_size=8, lr=0.05
-    )
-    assert scores[-1] >= 0.055, f"eval mIoU per epoch {scores}; a constant prediction scores 0.037"
+    optimizer, gradient accumulation and learning-rate schedule work together. Predicting background
+    everywhere scores 0.037 on these eval scenes (78% of their pixels: IoU 0.78 for it, 0 for the 20 other
+    classes). Over seeds 0-9 the final eval mIoU was 0.13 to 0.22 (a learning rate above VOC's, for a run of
+    seconds)."""
+    scores = train_for_eval_scores(max_epochs=3, train_epoch_length=48, eval_epoch_length=8, lr=0.05)
+    assert scores[-1] >= 0.1, f"eval mIoU per epoch {scores}; a constant prediction scores 0.037"
