@@ -14,6 +14,7 @@ import pytest
 import torch
 import tracker_records
 from helpers import (
+    LEARNING_TESTS,
     PYTHON,
     TEMPLATES,
     check_both_ranks_trained,
@@ -280,6 +281,15 @@ def test_segmentation_project_trains_with_each_launcher(bake, launcher: str) -> 
     assert checkpoint["gradients"] == {}, "iteration 6 steps the optimizer: no gradient is left to keep"
     pictures = sorted(path.name for path in (run_dir / "predictions").iterdir())
     assert pictures == ["epoch_0001.png", "epoch_0002.png"], "rank 0 draws one picture per epoch"
+
+
+def test_segmentation_project_own_tests_pass_on_the_cpu(bake) -> None:
+    """Segmentation's generated tests, the learning one included, as a GPU or CPU user runs them."""
+    project = bake("vision-segmentation", backend="gloo", argparser="hydra", include_test=True)
+    proc = run_cmd([PYTHON, "-m", "pytest", "-v", "-p", "no:cacheprovider"], cwd=project, timeout=600)
+    learns = LEARNING_TESTS["vision-segmentation"]
+    assert f"tests/test_training.py::{learns} PASSED" in proc.stdout, f"{learns} must run and pass:\n{proc.stdout}"
+    assert "failed" not in proc.stdout and "skipped" not in proc.stdout, proc.stdout
 
 
 def test_nccl_without_a_gpu_stops_with_advice(bake) -> None:

@@ -144,7 +144,8 @@ def test_xla_project_trains_3_epochs_and_stops_compiling(bake, template: str) ->
 
 # Segmentation's own training tests take 6 minutes on this CPU device (its models compile for minutes): its
 # TPU project runs its tests/test_xla.py here (launch, shim, eval metrics on the device), and all its own tests,
-# the learning one included, on the CPU below. Its XLA training is test_xla_project_trains_3_epochs_...
+# the learning one included, on the CPU (tests/test_training_runs.py). Its XLA training is
+# test_xla_project_trains_3_epochs_...
 XLA_OWN_TESTS = {"vision-segmentation": ["tests/test_xla.py"]}
 
 
@@ -161,15 +162,6 @@ def test_xla_project_own_tests_pass_with_bf16_and_fire(bake, template: str) -> N
     if template not in XLA_OWN_TESTS:
         learns = LEARNING_TESTS[template]
         assert f"tests/test_training.py::{learns} PASSED" in proc.stdout, f"{learns} must run and pass:\n{proc.stdout}"
-
-
-def test_segmentation_project_own_tests_pass_on_the_cpu(bake) -> None:
-    """Segmentation's generated tests, the learning one included, as a GPU or CPU user runs them."""
-    project = bake("vision-segmentation", backend="gloo", argparser="hydra", include_test=True)
-    proc = run_cmd([PYTHON, "-m", "pytest", "-v", "-p", "no:cacheprovider"], cwd=project, timeout=600)
-    learns = LEARNING_TESTS["vision-segmentation"]
-    assert f"tests/test_training.py::{learns} PASSED" in proc.stdout, f"{learns} must run and pass:\n{proc.stdout}"
-    assert "failed" not in proc.stdout and "skipped" not in proc.stdout, proc.stdout
 
 
 def test_gpu_and_cpu_runs_use_an_environment_without_torch_xla() -> None:
