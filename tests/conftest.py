@@ -1,9 +1,23 @@
 """Fixtures: bake a template with pytest-cookies and check the result."""
 
+import os
+import time
 from pathlib import Path
 
 import pytest
+import suite_costs
 from helpers import REPO
+
+# One compute thread per process (PyTorch's OpenMP and MKL pools, which every training run, notebook kernel
+# and project test the suite starts inherits): the suite keeps both cores busy with its two workers, and two
+# processes each spinning two OpenMP threads on two cores took 4x the CPU time of one thread each (measured:
+# two vision runs side by side, 17.5 s with 2 threads each, 4.6 s with 1). Set before the workers import torch.
+for _pool in ("OMP_NUM_THREADS", "MKL_NUM_THREADS"):
+    os.environ.setdefault(_pool, "1")
+
+
+def pytest_configure(config) -> None:
+    suite_costs.register(config)  # IGNITE_TEMPLATES_COSTS=DIR: where the time goes (scripts/suite_costs.py)
 
 
 @pytest.fixture
@@ -11,7 +25,9 @@ def bake(cookies):
     """Bake ``template`` with the given answers; fail with cookiecutter's error if generation fails."""
 
     def _bake(template: str = "vision-classification", **answers) -> Path:
+        start = time.perf_counter()
         result = cookies.bake(extra_context=answers, template=str(REPO / template))
+        suite_costs.time_bake(time.perf_counter() - start)
         assert result.exception is None, f"baking {template} with {answers} failed: {result.exception!r}"
         assert result.exit_code == 0
         return Path(result.project_path)
@@ -24,6 +40,9 @@ def bake_result(cookies):
     """Bake and return pytest-cookies' raw result, for tests that expect generation to fail."""
 
     def _bake(template: str = "vision-classification", **answers):
-        return cookies.bake(extra_context=answers, template=str(REPO / template))
+        start = time.perf_counter()
+        result = cookies.bake(extra_context=answers, template=str(REPO / template))
+        suite_costs.time_bake(time.perf_counter() - start)
+        return result
 
     return _bake
