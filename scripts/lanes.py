@@ -27,10 +27,10 @@ import sys
 import time
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[1]
-# One source for what the tests and the lanes share: the quick-run edits, the README's blocks, ports.
-sys.path.insert(0, str(REPO / "tests"))
-from helpers import TEMPLATES, free_port, make_offline, readme_block  # noqa: E402
+# What the tests and the lanes share (the templates, the quick-run edits, the README's blocks, ports) lives
+# beside this script: scripts/answers.py and scripts/projects.py, on the tests' path too (pyproject.toml).
+from answers import REPO, TEMPLATES
+from projects import free_port, make_offline, readme_block
 
 LANES = ("newest", "lowest")
 # The answers of each launcher a lane covers (every launcher but the TPU's): two processes where

@@ -66,8 +66,8 @@ def report(records: list[dict], slowest: int) -> str:
                 mix[kind] += seconds
         top = ", ".join(f"{k} {100 * s / worker:.0f}%" for k, s in sorted(mix.items(), key=lambda x: -x[1])[:2])
         cpu = sum(r["cpu"] for r in tests)
-        slowest = max(r["wall"] for r in tests)
-        rows.append([name, len(tests), minutes(worker), minutes(wall), minutes(cpu), f"{slowest:.0f}", top])
+        longest = max(r["wall"] for r in tests)
+        rows.append([name, len(tests), minutes(worker), minutes(wall), minutes(cpu), f"{longest:.0f}", top])
     header = ["file", "tests", "worker min", "wall span min", "CPU min", "slowest s", "mostly"]
     out += ["Per test file:", "", table(header, rows), ""]
 

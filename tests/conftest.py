@@ -1,12 +1,13 @@
 """Fixtures: bake a template with pytest-cookies and check the result."""
 
+import json
 import os
 import time
 from pathlib import Path
 
 import pytest
 import suite_costs
-from helpers import REPO
+from answers import REPO
 
 # One compute thread per process (PyTorch's OpenMP and MKL pools, which every training run, notebook kernel
 # and project test the suite starts inherits): the suite keeps both cores busy with its two workers, and two
@@ -33,6 +34,25 @@ def bake(cookies):
         return Path(result.project_path)
 
     return _bake
+
+
+@pytest.fixture(scope="session")
+def baked(cookies_session):
+    """Like ``bake``, but one project per answer set for the whole run (per pytest worker), shared by the
+    tests that only read it: a test that trains or edits a project takes its own from ``bake``."""
+    projects: dict[str, Path] = {}
+
+    def _baked(template: str = "vision-classification", **answers) -> Path:
+        key = json.dumps([template, answers], sort_keys=True)
+        if key not in projects:
+            start = time.perf_counter()
+            result = cookies_session.bake(extra_context=answers, template=str(REPO / template))
+            suite_costs.time_bake(time.perf_counter() - start)
+            assert result.exception is None, f"baking {template} with {answers} failed: {result.exception!r}"
+            projects[key] = Path(result.project_path)
+        return projects[key]
+
+    return _baked
 
 
 @pytest.fixture

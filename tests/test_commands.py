@@ -12,7 +12,7 @@ import subprocess
 
 import pytest
 import torch
-from helpers import free_port, make_offline, read_log, readme_train_command, run_cmd, run_dirs
+from projects import free_port, make_offline, read_log, readme_train_command, run_cmd, run_dirs
 from test_readme import override_hints, prose
 
 ADVICE = re.compile(r"add `([^`]+)` at the end of the command")

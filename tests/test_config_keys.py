@@ -6,15 +6,14 @@ exactly that for every answer that shapes config.yaml, and that every argparser 
 """
 
 import ast
-import importlib.util
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 import yaml
+from answers import REPO, TEMPLATES, pairwise, template_options, valid
 from cookiecutter.main import cookiecutter
-from helpers import REPO, TEMPLATES, make_offline, pairwise, readme_train_command, template_options, valid
+from projects import load_module, make_offline, readme_train_command
 
 # Every answer the tests vary (any may shape config.yaml), and an output_dir with quotes, a " # " and a
 # trailing backslash: the values a user types that YAML and Python quote.
@@ -98,21 +97,6 @@ def test_config_lacking_keys_is_refused_naming_each_with_its_value(bake, templat
     assert yaml.safe_dump({own: generated[own], "backend": None}, sort_keys=False) in proc.stderr, proc.stderr
 
 
-def load_utils(project: Path):
-    """The project's utils.py, imported with its sibling modules (``preemption``, ``runs``, ...) from ``project``."""
-    siblings = {path.stem for path in project.glob("*.py")}
-    spec = importlib.util.spec_from_file_location(f"utils_{project.parent.name}", project / "utils.py")
-    module = importlib.util.module_from_spec(spec)
-    sys.path.insert(0, str(project))
-    try:
-        spec.loader.exec_module(module)
-    finally:
-        sys.path.remove(str(project))
-        for name in siblings:  # another test's project has modules of the same names
-            sys.modules.pop(name, None)
-    return module
-
-
 @pytest.mark.parametrize("argparser", ["argparse", "fire"])
 def test_a_key_the_config_lacks_may_come_from_the_command_line(bake, argparser: str) -> None:
     """The Code-Generator's configs have no backend: its projects say `--backend gloo` when they train."""
@@ -121,7 +105,7 @@ def test_a_key_the_config_lacks_may_come_from_the_command_line(bake, argparser: 
     del config["backend"]
     path = project / "config.yaml"
     path.write_text(yaml.safe_dump(config, sort_keys=False))
-    utils = load_utils(project)
+    utils = load_module(project / "utils.py")
     assert utils.load_config(path, backend="gloo").backend == "gloo"
     with pytest.raises(SystemExit, match=r"Unknown config keys \['bakend'\]"):
         utils.load_config(path, backend="gloo", bakend="gloo")

@@ -11,7 +11,9 @@ import sys
 from pathlib import Path
 
 import pytest
-from helpers import PYTHON, REPO, XLA_PYTHON, make_offline, readme_train_command, run_cmd, run_dirs
+from answers import REPO
+from environments import PYTHON, XLA_PYTHON
+from projects import make_offline, readme_train_command, run_cmd, run_dirs
 
 CRUFT = str(Path(sys.executable).parent / "cruft")
 GIT = ["git", "-c", "user.email=test@example.com", "-c", "user.name=Test", "-c", "init.defaultBranch=main"]

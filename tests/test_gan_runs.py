@@ -4,7 +4,6 @@ Each run is short (synthetic 16x16 images, small networks, 2 epochs) and is chec
 would check it: exit code, logged losses, what the sample grids and the loss plot show, the checkpoints.
 """
 
-import importlib.util
 import math
 from pathlib import Path
 
@@ -12,20 +11,11 @@ import numpy as np
 import pytest
 import torch
 import yaml
-from helpers import (
-    PYTHON,
-    check_both_ranks_trained,
-    differences,
-    free_port,
-    load_checkpoint,
-    make_offline,
-    read_log,
-    readme_train_command,
-    run_cmd,
-    run_dirs,
-    run_recording_ranks,
-)
+from checkpoints import differences, load_checkpoint
+from environments import PYTHON
 from PIL import Image
+from projects import free_port, load_module, make_offline, read_log, readme_train_command, run_cmd, run_dirs
+from ranks import check_both_ranks_trained, run_recording_ranks
 
 LOSSES = ("loss_d", "loss_g", "d_real", "d_fake")
 # The loss plot's lines in matplotlib's first two colours (C0 and C1), in RGB.
@@ -44,9 +34,7 @@ def colour_pixels(path: Path, colour: tuple[int, int, int]) -> int:
 def check_loss_plot(project: Path, plot: Path, points: int) -> None:
     """Each loss line shows its ``points`` points: pixels of its colour beyond those of its legend entry."""
     # The project's own plot of no points at all: the legend alone, drawn the same way.
-    spec = importlib.util.spec_from_file_location("gan_images", project / "images.py")
-    images = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(images)
+    images = load_module(project / "images.py")
     legend_only = project / "legend_only.png"
     images.plot_losses([], legend_only)
     with Image.open(plot) as image, Image.open(legend_only) as reference:

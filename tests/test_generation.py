@@ -1,27 +1,17 @@
 """Every option value, baked at least once (pairwise over the options), gives a clean project."""
 
 import ast
-import py_compile
 import re
 import subprocess
 import sys
 import tomllib
 from pathlib import Path
 
-import helpers
+import answers
 import pytest
 import yaml
-from helpers import (
-    DATASETS,
-    OFFLINE,
-    REPO,
-    TEMPLATES,
-    pairwise,
-    resolved_launcher,
-    template_context,
-    template_options,
-    valid,
-)
+from answers import DATASETS, REPO, TEMPLATES, pairwise, resolved_launcher, template_context, template_options, valid
+from projects import OFFLINE
 
 # Each template's own options, combined pairwise: (template, answers).
 BAKES = [(template, valid(combo)) for template in TEMPLATES for combo in pairwise(template_options(template))]
@@ -103,25 +93,35 @@ def test_pairwise_covers_every_value_of_every_option(template: str) -> None:
 MODULE_LINES = 200
 
 
-@pytest.mark.parametrize("template,combo", BAKES, ids=[f"{t}-{combo_id(c)}" for t, c in BAKES])
-def test_generated_project_is_clean(bake, template: str, combo: dict) -> None:
-    project = bake(template, **combo)
-    files = project_files(project)
-    names = {p.relative_to(project).as_posix() for p in files}
+# The tests below read one shared bake per answer set of the pairwise matrix (the ``baked`` fixture), and
+# must not write into it: ruff runs without its cache, Python files are compiled in memory.
+each_bake = pytest.mark.parametrize("template,combo", BAKES, ids=[f"{t}-{combo_id(c)}" for t, c in BAKES])
+
+
+@each_bake
+def test_generated_files_are_the_ones_the_answers_ask_for(baked, template: str, combo: dict) -> None:
+    project = baked(template, **combo)
+    names = {p.relative_to(project).as_posix() for p in project_files(project)}
     expected = {"main.py", "data.py", "models.py", "trainers.py", "engine.py", "handlers.py", "utils.py", "config.yaml"}
     assert expected <= names, f"missing files: {expected - names}"
     assert ("tracking.py" in names) == (combo["logger"] != "none"), "tracking.py exactly when a tracker is chosen"
     assert ("tests/test_training.py" in names) == combo["include_test"], "tests/ must exist only when asked for"
-
     ci_files = {name for name in CI_FILES.values() if name}
     assert names & ci_files == ({CI_FILES[combo["ci"]]} - {None}), f"ci={combo['ci']}: CI files {names & ci_files}"
     assert ".pre-commit-config.yaml" in names and ".cookiecutter-defaults.json" not in names
+    tpu = combo["backend"] == "xla-tpu"
+    assert ("xla.py" in names) == tpu, "xla.py exactly in a TPU project"
+    assert ("tests/test_xla.py" in names) == (tpu and combo["include_test"]), "tests/test_xla.py: TPU projects' tests"
 
-    # What the project's pre-commit hooks check (they cannot be fetched here), file by file: Python compiles,
-    # text ends with one newline and has no trailing whitespace or CR, YAML and TOML parse, no large file.
-    for path in files:
+
+@each_bake
+def test_generated_files_pass_what_the_pre_commit_hooks_check(baked, template: str, combo: dict) -> None:
+    """What the project's pre-commit hooks check (they cannot be fetched here), file by file: Python compiles,
+    no Jinja is left, text ends with one newline and has no trailing whitespace or CR, YAML and TOML parse,
+    no file is too large to add."""
+    for path in project_files(baked(template, **combo)):
         if path.suffix == ".py":
-            py_compile.compile(str(path), doraise=True)
+            compile(path.read_text(), str(path), "exec")  # as py_compile, without writing __pycache__ here
         if path.suffix in TEXT_SUFFIXES:
             text = path.read_text()
             assert not LEFTOVER.search(text), f"template leftover in {path.name}: {LEFTOVER.search(text)[0]!r}"
@@ -136,18 +136,27 @@ def test_generated_project_is_clean(bake, template: str, combo: dict) -> None:
             tomllib.loads(path.read_text())
         assert path.stat().st_size <= LARGEST_FILE, f"{path.name} is over 500 KB: pre-commit refuses to add it"
 
-    for path in project.glob("*.py"):  # one concern per module, each short enough to read at once
+
+@each_bake
+def test_generated_modules_are_short_enough_to_read_at_once(baked, template: str, combo: dict) -> None:
+    for path in baked(template, **combo).glob("*.py"):  # one concern per module
         lines = len(path.read_text().splitlines())
         assert lines <= MODULE_LINES, f"{path.name} has {lines} lines: split it by concern (at most {MODULE_LINES})"
 
-    lint = ruff(project, "check", ".")
+
+@each_bake
+def test_generated_project_is_ruff_clean(baked, template: str, combo: dict) -> None:
+    project = baked(template, **combo)
+    lint = ruff(project, "check", "--no-cache", ".")
     assert lint.returncode == 0, f"ruff check failed:\n{lint.stdout}{lint.stderr}"
-    fmt = ruff(project, "format", "--check", "--diff", ".")
+    fmt = ruff(project, "format", "--no-cache", "--check", "--diff", ".")
     assert fmt.returncode == 0, f"ruff format would change files:\n{fmt.stdout}{fmt.stderr}"
 
-    config = yaml.safe_load((project / "config.yaml").read_text())
+
+@each_bake
+def test_generated_config_has_the_keys_and_values_the_answers_give(baked, template: str, combo: dict) -> None:
+    config = yaml.safe_load((baked(template, **combo) / "config.yaml").read_text())
     assert config["dataset"] == DATASETS[template]
-    xla = combo["backend"] == "xla-tpu"
     assert config["backend"] == (None if resolved_launcher(combo) == "none" else combo["backend"])
     assert config["output_dir"] == "./logs"
     evaluates = bool(template_context(template)["_eval_metric"])
@@ -159,14 +168,30 @@ def test_generated_project_is_clean(bake, template: str, combo: dict) -> None:
     # Early stopping needs an eval metric: a template without one neither asks nor configures it.
     assert ("patience" in config) == (int(combo.get("patience", 0)) > 0)
     assert ("limit_sec" in config) == (int(combo["limit_sec"]) > 0)
-    if combo["include_test"]:
-        # The tests' fixture shrinks this project's own keys, not another template's.
-        tiny = set(conftest_tiny(project))
-        foreign = sorted(tiny - set(config))
-        assert not foreign, f"tests/conftest.py sets keys config.yaml does not have: {foreign}"
-        missed = sorted(set(OFFLINE) & set(config) - tiny)
-        assert not missed, f"tests/conftest.py leaves {missed} as large as config.yaml has them (see OFFLINE)"
+    if template == "text-classification":
+        for key in ("model", "max_length", "dropout", "classifier_hidden", "weight_decay", "warmup_ratio"):
+            assert key in config, f"config.yaml lacks {key}"
+    if combo["backend"] == "xla-tpu":
+        assert config["nproc_per_node"] == 8, "the TPU rule: 8 replicas"
 
+
+WITH_TESTS = [(template, combo) for template, combo in BAKES if combo["include_test"]]
+
+
+@pytest.mark.parametrize("template,combo", WITH_TESTS, ids=[f"{t}-{combo_id(c)}" for t, c in WITH_TESTS])
+def test_generated_tests_shrink_the_projects_own_config_keys(baked, template: str, combo: dict) -> None:
+    project = baked(template, **combo)
+    config = yaml.safe_load((project / "config.yaml").read_text())
+    tiny = set(conftest_tiny(project))
+    foreign = sorted(tiny - set(config))
+    assert not foreign, f"tests/conftest.py sets keys config.yaml does not have: {foreign}"
+    missed = sorted(set(OFFLINE) & set(config) - tiny)
+    assert not missed, f"tests/conftest.py leaves {missed} as large as config.yaml has them (see OFFLINE)"
+
+
+@each_bake
+def test_generated_requirements_install_what_the_project_imports(baked, template: str, combo: dict) -> None:
+    project = baked(template, **combo)
     requirements = (project / "requirements.txt").read_text()
     for tracker in TRACKERS:  # the tracker's package (named like the option value), only when chosen
         assert (f"\n{tracker}>=" in requirements) == (combo["logger"] == tracker), f"{tracker} in requirements.txt"
@@ -178,21 +203,30 @@ def test_generated_project_is_clean(bake, template: str, combo: dict) -> None:
     assert ("torchvision" in requirements) == (template != "text-classification")
     if template == "text-classification":
         assert "transformers" in requirements and "datasets" in requirements
-        for key in ("model", "max_length", "dropout", "classifier_hidden", "weight_decay", "warmup_ratio"):
-            assert key in config, f"config.yaml lacks {key}"
-    if xla:
+    if combo["backend"] == "xla-tpu":
         assert "torch_xla[tpu]==2.9.0" in requirements and "torch==2.9.0" in requirements
         assert ("torchvision==0.24.0" in requirements) == (template != "text-classification")
-        assert config["nproc_per_node"] == 8
-        assert "xla.py" in names and "## Training on a TPU" in (project / "README.md").read_text()
     else:
         assert "torch_xla" not in requirements
-        assert "xla.py" not in names and "tests/test_xla.py" not in names, "TPU code in a non-TPU project"
-        for path in files:
-            if path.suffix == ".py":
-                assert "torch_xla" not in path.read_text(), f"{path.name} imports torch_xla in a non-TPU project"
 
+
+@each_bake
+def test_torch_xla_appears_in_tpu_projects_only(baked, template: str, combo: dict) -> None:
+    project = baked(template, **combo)
     readme = (project / "README.md").read_text()
+    if combo["backend"] == "xla-tpu":
+        assert "## Training on a TPU" in readme
+        assert "import torch_xla" in (project / "xla.py").read_text()
+        return
+    assert "## Training on a TPU" not in readme
+    for path in project_files(project):
+        if path.suffix == ".py":
+            assert "torch_xla" not in path.read_text(), f"{path.name} imports torch_xla in a non-TPU project"
+
+
+@each_bake
+def test_generated_readme_has_the_sections_the_answers_ask_for(baked, template: str, combo: dict) -> None:
+    readme = (baked(template, **combo) / "README.md").read_text()
     assert ("## Tests" in readme) == combo["include_test"]
     assert ("## Experiment tracking" in readme) == (combo["logger"] != "none")
     assert ("tensorboard --logdir" in readme) == (combo["logger"] == "tensorboard")
@@ -215,8 +249,8 @@ def test_a_question_added_to_cookiecutter_json_is_varied_without_a_test_change(m
     context = dict(template_context(TEMPLATES[0]))
     context.update(wrap_model=False, optimizer=["adam", "sgd", "lamb"], warmup_iters="0", run_name="", _private="x")
     context["computed"] = "{{ cookiecutter.backend }}"
-    monkeypatch.setattr(helpers, "template_context", lambda template: context)
-    options = helpers.template_options(TEMPLATES[0])
+    monkeypatch.setattr(answers, "template_context", lambda template: context)
+    options = answers.template_options(TEMPLATES[0])
     assert options["wrap_model"] == [False, True] and options["optimizer"] == ["adam", "sgd", "lamb"]
     assert options["warmup_iters"] == ["0", "3"], "a number: 0 (off) and a setting"
     assert not {"run_name", "_private", "computed", "project_name"} & set(options), "text, private, computed"

@@ -1,20 +1,17 @@
 """The pre-generation hook rejects bad answers with a message naming option, value and rule."""
 
-import importlib.util
 import keyword
 from pathlib import Path
 
 import pytest
+from answers import REPO, TEMPLATES, template_context
 from cookiecutter.exceptions import FailedHookException
 from cookiecutter.main import cookiecutter
-from helpers import REPO, TEMPLATES, template_context
+from projects import load_module
 
 
 def load_hook(name: str):
-    spec = importlib.util.spec_from_file_location(name, REPO / "hooks" / f"{name}.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_module(REPO / "hooks" / f"{name}.py")
 
 
 PRE = load_hook("pre_gen_project")

@@ -13,9 +13,10 @@ from pathlib import Path
 
 import pytest
 import yaml
+from answers import REPO, TEMPLATES
 from cookiecutter.exceptions import FailedHookException
 from cookiecutter.main import cookiecutter
-from helpers import REPO, TEMPLATES, notebook_training_command, readme_block
+from projects import notebook_training_command, readme_block
 
 # (case, answers, text the error must contain)
 REJECTED = [

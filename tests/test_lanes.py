@@ -1,15 +1,11 @@
 """The test lanes' driver (scripts/lanes.py): what it bakes, runs and installs, without building a venv."""
 
-import importlib.util
 from pathlib import Path
 
+import lanes
 import pytest
-from helpers import REPO, TEMPLATES
+from answers import TEMPLATES
 from packaging.requirements import Requirement
-
-_spec = importlib.util.spec_from_file_location("lanes", REPO / "scripts" / "lanes.py")
-lanes = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(lanes)
 
 # Releases a lower bound once admitted that the lowest lane found broken (`bash scripts/lanes.sh lowest`).
 BROKEN_RELEASES = {

@@ -6,7 +6,7 @@ import re
 from pathlib import Path
 
 import pytest
-from helpers import CLASSIFIERS, REPO, SUPERVISED, TEMPLATES
+from answers import CLASSIFIERS, REPO, SUPERVISED, TEMPLATES
 
 COMMON = REPO / "common"
 

@@ -6,7 +6,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from helpers import REPO, TEMPLATES, template_context
+from answers import REPO, TEMPLATES, template_context
 
 MENU = json.loads((REPO / "cookiecutter.json").read_text())["templates"]
 

@@ -11,22 +11,9 @@ from pathlib import Path
 import nbformat
 import pytest
 import yaml
-from helpers import (
-    OFFLINE,
-    PYTHON,
-    REPO,
-    TEMPLATES,
-    XLA_CPU_CONFIG,
-    XLA_PYTHON,
-    free_port,
-    notebook_training_command,
-    pairwise,
-    readme_train_command,
-    resolved_launcher,
-    run_cmd,
-    template_options,
-    valid,
-)
+from answers import REPO, TEMPLATES, pairwise, resolved_launcher, template_options, valid
+from environments import PYTHON, XLA_CPU_CONFIG, XLA_PYTHON
+from projects import OFFLINE, free_port, notebook_training_command, readme_train_command, run_cmd
 
 BACKENDS = ["nccl", "gloo", "xla-tpu"]
 # Files for the project's repository (CI, pre-commit hooks), not written by the notebook.
@@ -81,8 +68,8 @@ def written_files(notebook) -> dict[str, str]:
 
 @pytest.mark.parametrize("template", TEMPLATES)
 @pytest.mark.parametrize("backend", BACKENDS)
-def test_notebook_is_valid_and_opens_on_the_backends_runtime(bake, template: str, backend: str) -> None:
-    project = bake(template, backend=backend)
+def test_notebook_is_valid_and_opens_on_the_backends_runtime(baked, template: str, backend: str) -> None:
+    project = baked(template, backend=backend)
     notebook = read_notebook(project)
     accelerator, gpu_type = COLAB_RUNTIME[backend]
     assert notebook.metadata.get("accelerator") == accelerator, "Colab's accelerator"
@@ -96,8 +83,8 @@ def test_notebook_is_valid_and_opens_on_the_backends_runtime(bake, template: str
 
 @pytest.mark.parametrize("template", TEMPLATES)
 @pytest.mark.parametrize("backend", BACKENDS)
-def test_notebook_cells_write_every_file_byte_for_byte(bake, template: str, backend: str) -> None:
-    project = bake(template, backend=backend, include_test=True, argparser="hydra")
+def test_notebook_cells_write_every_file_byte_for_byte(baked, template: str, backend: str) -> None:
+    project = baked(template, backend=backend, include_test=True, argparser="hydra")
     notebook = read_notebook(project)
     files = written_files(notebook)
     on_disk = {
@@ -149,9 +136,10 @@ ANSWER_MATRIX = [(template, valid(combo)) for template in TEMPLATES for combo in
 
 
 @pytest.mark.parametrize(("template", "answers"), ANSWER_MATRIX)
-def test_same_answers_give_a_byte_identical_project(bake, template: str, answers: dict) -> None:
-    """cruft's update diffs rely on it: generating twice with the same answers gives the same bytes."""
-    first, second = bake(template, **answers), bake(template, **answers)
+def test_same_answers_give_a_byte_identical_project(baked, bake, template: str, answers: dict) -> None:
+    """cruft's update diffs rely on it: generating twice with the same answers gives the same bytes (the
+    first is the bake test_generation.py's checks read, when this worker made it already)."""
+    first, second = baked(template, **answers), bake(template, **answers)
     tree = sorted(p.relative_to(first) for p in first.rglob("*") if p.is_file())
     assert tree == sorted(p.relative_to(second) for p in second.rglob("*") if p.is_file())
     for path in tree:

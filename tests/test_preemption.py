@@ -16,18 +16,10 @@ from pathlib import Path
 
 import pytest
 import yaml
-from helpers import (
-    PYTHON,
-    TEMPLATES,
-    XLA_PYTHON,
-    differences,
-    free_port,
-    load_checkpoint,
-    make_offline,
-    read_log,
-    readme_train_command,
-    run_dirs,
-)
+from answers import TEMPLATES
+from checkpoints import differences, load_checkpoint
+from environments import PYTHON, XLA_PYTHON
+from projects import free_port, make_offline, read_log, readme_train_command, run_dirs
 
 PROBE = Path(__file__).parent / "stop_probe"
 SIGTERM_EXIT = 128 + signal.SIGTERM

@@ -27,10 +27,12 @@ from pathlib import Path
 
 import pytest
 import yaml
-from helpers import LEARNING_TESTS, PYTHON, REPO, TEMPLATES, TRACKERS_PYTHON, XLA_PYTHON, pairwise, valid
+from answers import REPO, TEMPLATES, pairwise, valid
+from environments import PYTHON, TRACKERS_PYTHON, XLA_PYTHON
 from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
 from packaging.version import Version
+from projects import LEARNING_TESTS
 
 BIN = Path(sys.executable).parent
 COLLECTION = "gh:<org>/<repo>"  # how the README spells the collection's location (flags.collection)

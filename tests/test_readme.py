@@ -8,7 +8,6 @@ seconds. `test_rendered_readme_is_the_baked_one` checks that this rendering is c
 """
 
 import functools
-import importlib.util
 import itertools
 import json
 import re
@@ -17,10 +16,11 @@ from collections import Counter
 
 import pytest
 import yaml
+from answers import OPTIONS, REPO, TEMPLATES, resolved_launcher, template_context, valid
 from cookiecutter.generate import create_env_with_context, generate_context
 from cookiecutter.prompt import prompt_for_config
-from helpers import OPTIONS, REPO, TEMPLATES, resolved_launcher, template_context, valid
 from jinja2 import FileSystemLoader
+from projects import load_module
 
 # The sections of a generated README, in this order (CONTRIBUTING.md, "Generated READMEs"). A README
 # may lack some (no tracker, no TPU, no tests) but never has one twice, another one, or another order.
@@ -42,9 +42,7 @@ README_HEADINGS = [
     "## Continuous integration",
     "## Generate it again",
 ]
-_spec = importlib.util.spec_from_file_location("post_gen_project", REPO / "hooks" / "post_gen_project.py")
-POST = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(POST)
+POST = load_module(REPO / "hooks" / "post_gen_project.py")
 # Files a run writes that the template's README must list under "Outputs" (besides the shared ones).
 TEMPLATE_OUTPUTS = {
     "vision-classification": [],

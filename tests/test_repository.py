@@ -5,7 +5,8 @@ import shutil
 import subprocess
 import sys
 
-from helpers import REPO, pytest_outcomes
+from answers import REPO
+from projects import pytest_outcomes
 
 
 def test_repository_python_is_ruff_clean() -> None:

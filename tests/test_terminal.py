@@ -16,7 +16,8 @@ import time
 from pathlib import Path
 
 import pytest
-from helpers import TEMPLATES, make_offline, read_log, readme_train_command, run_dirs
+from answers import TEMPLATES
+from projects import make_offline, read_log, readme_train_command, run_dirs
 
 # The start of a console log record: the format setup_logging gives the "train" logger.
 RECORD = re.compile(r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3} train (?:INFO|WARNING): ")

@@ -4,7 +4,7 @@ A vision project is baked with the tracker, trained briefly in the trackers venv
 every tracker's package, layered on the base venv) with the README's command, and what the tracker
 recorded is read back (`tracker_records.py`) and compared with the run's `training.log`: the training
 loss of every logged iteration, the eval metrics of each epoch, the learning rate and the config must
-all be there, under the run's name (`helpers.check_tracker_records`).
+all be there, under the run's name (`tracker_checks.check_tracker_records`).
 
 Each tracker runs in its local mode: an MLflow SQLite store; the offline modes of ClearML, Neptune,
 Polyaxon and Weights & Biases, with the exact command the README gives; Visdom, which keeps nothing
@@ -27,19 +27,10 @@ from pathlib import Path
 
 import pytest
 import tracker_records
-from helpers import (
-    OPTIONS,
-    REPO,
-    TRACKERS_PYTHON,
-    check_tracker_records,
-    free_port,
-    make_offline,
-    pytest_outcomes,
-    readme_block,
-    readme_train_command,
-    run_cmd,
-    run_dirs,
-)
+from answers import OPTIONS, REPO
+from environments import TRACKERS_PYTHON
+from projects import free_port, make_offline, pytest_outcomes, readme_block, readme_train_command, run_cmd, run_dirs
+from tracker_checks import check_tracker_records
 
 # The trackers whose README section gives an offline training command, and what it must set.
 OFFLINE_COMMANDS = {

@@ -13,23 +13,21 @@ import sys
 import pytest
 import torch
 import tracker_records
-from helpers import (
+from answers import TEMPLATES
+from checkpoints import differences, load_checkpoint
+from environments import PYTHON
+from projects import (
     LEARNING_TESTS,
-    PYTHON,
-    TEMPLATES,
-    check_both_ranks_trained,
-    check_tracker_records,
-    differences,
     free_port,
-    load_checkpoint,
     make_offline,
     read_log,
     readme_block,
     readme_train_command,
     run_cmd,
     run_dirs,
-    run_recording_ranks,
 )
+from ranks import check_both_ranks_trained, run_recording_ranks
+from tracker_checks import check_tracker_records
 
 # Options chosen so that, across these runs, every runtime code path is exercised once.
 SINGLE_PROCESS = {

@@ -12,19 +12,10 @@ from pathlib import Path
 
 import pytest
 import yaml
-from helpers import (
-    LEARNING_TESTS,
-    PYTHON,
-    TEMPLATES,
-    XLA_CPU_CONFIG,
-    XLA_PYTHON,
-    load_checkpoint,
-    make_offline,
-    read_log,
-    readme_train_command,
-    run_cmd,
-    run_dirs,
-)
+from answers import TEMPLATES
+from checkpoints import load_checkpoint
+from environments import PYTHON, XLA_CPU_CONFIG, XLA_PYTHON
+from projects import LEARNING_TESTS, load_module, make_offline, read_log, readme_train_command, run_cmd, run_dirs
 from torchvision.models import resnet18
 from torchvision.models.segmentation import deeplabv3_mobilenet_v3_large
 
@@ -223,11 +214,3 @@ def test_xla_loss_read_after_warm_up_compiles_nothing(bake, template: str) -> No
     # One transfer per read (the epoch-end checkpoint is counted with the epoch end's work): the progress
     # bar, which moves every iteration, reads nothing from the device.
     assert metrics["device_to_host_transfers_per_epoch"] == [0, 0, 1, 0, 1], metrics
-
-
-def load_module(path: Path):
-    """Import a generated project's module by its path, under a name of its own."""
-    spec = importlib.util.spec_from_file_location(f"generated_{path.stem}", path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module

@@ -1,0 +1,181 @@
+"""Generated projects, configured and run as their user would: the quick offline config edits, the README's
+commands, the run directories and logs, a free port. What the test suite and the test lanes share."""
+
+import importlib.util
+import os
+import re
+import shlex
+import socket
+import subprocess
+import sys
+from pathlib import Path
+from types import ModuleType
+
+import yaml
+
+# A quick offline run, for the keys of config.yaml that have them (each template has its own keys).
+OFFLINE = {
+    "dataset": "synthetic",
+    "batch_size": 8,
+    "eval_batch_size": 8,
+    "num_workers": 0,
+    "max_epochs": 2,
+    "train_epoch_length": 3,
+    "eval_epoch_length": 2,
+    "log_every_iters": 1,
+    # GAN: small images and networks.
+    "image_size": 16,
+    "z_dim": 16,
+    "g_filters": 8,
+    "d_filters": 8,
+    "num_samples": 16,
+    # Segmentation: small crops, two pictures.
+    "crop_size": 32,
+    "num_pictures": 2,
+}
+
+
+def make_offline(project: Path, **overrides) -> dict:
+    """Edit the project's config.yaml as a user would for a quick offline run; return the config."""
+    path = project / "config.yaml"
+    config = yaml.safe_load(path.read_text())
+    unknown = set(overrides) - set(config)
+    assert not unknown, f"config.yaml has no keys {sorted(unknown)}"
+    config.update({key: value for key, value in OFFLINE.items() if key in config})
+    config.update(overrides)
+    path.write_text(yaml.safe_dump(config, sort_keys=False))
+    return config
+
+
+# Ports for rendezvous and servers come from below Linux's ephemeral range (32768-60999), where the
+# system never picks a port for a connection or a bind to port 0: a port handed out here cannot be taken
+# by anything else of this suite before its run binds it. Each pytest-xdist worker has its own slice, and
+# a port another program holds is skipped.
+_WORKER = int(os.environ.get("PYTEST_XDIST_WORKER", "gw0").removeprefix("gw") or 0)
+_PORTS = iter(range(20000 + 500 * _WORKER, 20500 + 500 * _WORKER))
+
+
+def free_port() -> str:
+    """A TCP port for one distributed run's rendezvous or one server, never handed out twice in a run of
+    the suite (a fixed port would collide with another test; one the system picked could be reused)."""
+    for port in _PORTS:
+        with socket.socket() as sock:
+            try:
+                sock.bind(("", port))
+            except OSError:
+                continue  # held by another program
+            return str(port)
+    raise RuntimeError("this pytest worker has used all of its 500 ports")
+
+
+def run_cmd(cmd: list[str], cwd: Path, timeout: int = 300, env: dict | None = None) -> subprocess.CompletedProcess:
+    """Run a command in a generated project; fail the test with its output if it fails."""
+    # Tests never reach the network: Hugging Face libraries fail at once instead of downloading.
+    full_env = {**os.environ, "PYTHONUNBUFFERED": "1", "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1", **(env or {})}
+    proc = subprocess.run(cmd, cwd=cwd, capture_output=True, text=True, timeout=timeout, env=full_env)
+    assert proc.returncode == 0, (
+        f"`{' '.join(cmd)}` failed in {cwd} with exit code {proc.returncode}\n"
+        f"--- stdout ---\n{proc.stdout[-6000:]}\n--- stderr ---\n{proc.stderr[-6000:]}"
+    )
+    return proc
+
+
+def run_dirs(project: Path, output_dir: str = "./logs") -> list[Path]:
+    """The run directories a project wrote, oldest first."""
+    return sorted(p for p in (project / output_dir).iterdir() if p.is_dir())
+
+
+def readme_block(project: Path, heading: str) -> str:
+    """The first ``bash`` block of a section of the project's README, e.g. ``"## Train"``."""
+    readme = (project / "README.md").read_text()
+    section = readme.split(f"\n{heading}\n", 1)[1]
+    return section.split("```bash\n", 1)[1].split("\n```", 1)[0].strip()
+
+
+def readme_train_command(
+    project: Path, python: str = sys.executable, heading: str = "## Train"
+) -> tuple[list[str], dict[str, str]]:
+    """The training command exactly as the project's README gives it, bound to the given Python.
+
+    Returns the argv and the environment variables the command sets (``PJRT_DEVICE=TPU python ...``).
+    ``heading`` picks another section's command, e.g. the offline run under ``## Experiment tracking``.
+    """
+    command = readme_block(project, heading)
+    argv = shlex.split(command)
+    env = {}
+    while "=" in argv[0]:
+        key, value = argv.pop(0).split("=", 1)
+        env[key] = value
+    if argv[0] == "python":
+        return [python, *argv[1:]], env
+    if argv[0] == "torchrun":
+        return [python, "-m", "torch.distributed.run", *argv[1:]], env
+    raise AssertionError(f"unexpected training command in README: {command}")
+
+
+def notebook_training_command(source: str) -> str | None:
+    """The shell command a notebook cell trains with (its ``COMMAND = "..."``), or None for another cell."""
+    import ast
+
+    for node in ast.parse(source).body if "\nCOMMAND = " in source else []:
+        if isinstance(node, ast.Assign) and [target.id for target in node.targets] == ["COMMAND"]:
+            return ast.literal_eval(node.value)
+    return None
+
+
+def read_log(run_dir: Path) -> dict:
+    """What a user checks in training.log: the values logged per iteration and the eval metrics per epoch.
+
+    ``train`` has one dict per logged iteration (``train_loss`` for vision; ``loss_d``, ``loss_g``, ...
+    for the GAN); ``losses`` is every value logged in them.
+    """
+    log = (run_dir / "training.log").read_text()
+    logged = re.findall(r" - iteration (\d+): (.*)$", log, flags=re.MULTILINE)
+    train = [{name: float(v) for name, v in re.findall(r"(\w+)=([-+0-9.naif]+)", values)} for _, values in logged]
+    evals = [dict(re.findall(r"(\w+)=([0-9.]+)", line)) for line in log.splitlines() if " - eval: " in line]
+    return {
+        "text": log,
+        "train": train,
+        "losses": [value for values in train for value in values.values()],
+        "evals": evals,
+        "iterations": [int(iteration) for iteration, _ in logged],
+    }
+
+
+def pytest_outcomes(output: str) -> dict[str, int]:
+    """The outcomes on pytest's closing line, e.g. ``{"passed": 3}`` for "3 passed, 1 warning in 1.2s" (exact,
+    where a substring check would take "13 passed" for "3 passed"; warnings are not outcomes)."""
+    closing = output.strip().splitlines()[-1]
+    counts = {word: int(count) for count, word in re.findall(r"(\d+) (\w+)", closing)}
+    return {word: count for word, count in counts.items() if not word.startswith("warning")}
+
+
+# The generated test in which a short run learns its synthetic data (random data would leave nothing to learn).
+LEARNING_TESTS = {
+    "vision-classification": "test_a_short_run_learns_the_synthetic_data",
+    "text-classification": "test_a_short_run_learns_the_synthetic_data",
+    "gan": "test_a_short_run_brings_the_generated_images_closer_to_the_data",
+    "vision-segmentation": "test_a_short_run_learns_the_synthetic_data",
+}
+
+
+def load_module(path: Path) -> ModuleType:
+    """Import a module by its path (a generated project's, a hook, a script), as the one way the tests do.
+
+    It is named after its folder and file, so two projects' modules of one name never meet in ``sys.modules``;
+    the modules it imports from its own folder (a project's ``preemption``, ``runs``, ...) are found there
+    while it loads, and forgotten after, for the same reason.
+    """
+    folder = str(path.parent)
+    siblings = {sibling.stem for sibling in path.parent.glob("*.py")}
+    before = set(sys.modules)
+    spec = importlib.util.spec_from_file_location(f"loaded_{path.parent.name}_{path.stem}", path)
+    module = importlib.util.module_from_spec(spec)
+    sys.path.insert(0, folder)
+    try:
+        spec.loader.exec_module(module)
+    finally:
+        sys.path.remove(folder)
+        for name in siblings & (set(sys.modules) - before):
+            del sys.modules[name]
+    return module

@@ -1,0 +1,43 @@
+"""Checkpoints loaded as the generated code loads them, and compared bit for bit."""
+
+from pathlib import Path
+
+
+def load_checkpoint(path: Path, deterministic: bool = False) -> dict:
+    """A checkpoint loaded as the generated ``resume_from`` loads it: ``weights_only``, so it runs no code.
+
+    A DeterministicEngine's trainer state holds NumPy's random state: with ``deterministic``, exactly
+    the types of that array are allowed too, as the generated code allows them (and no others).
+    """
+    import numpy as np
+    import torch
+
+    allowed = []
+    if deterministic:
+        key = np.random.get_state()[1]
+        allowed = [key.__reduce__()[0], np.ndarray, np.dtype, type(key.dtype)]
+    with torch.serialization.safe_globals(allowed):
+        return torch.load(path, map_location="cpu", weights_only=True)
+
+
+def differences(saved, expected, where: str = "checkpoint") -> list[str]:
+    """Where two loaded checkpoints differ, bit for bit: every tensor (``torch.equal``, and its dtype), NumPy
+    array, number and string, walking dicts, lists and tuples alike. Empty when they are identical."""
+    import numpy as np
+    import torch
+
+    if isinstance(expected, dict):
+        if not isinstance(saved, dict) or saved.keys() != expected.keys():
+            return [f"{where}: keys {sorted(map(str, saved))} != {sorted(map(str, expected))}"]
+        return [diff for key in expected for diff in differences(saved[key], expected[key], f"{where}[{key!r}]")]
+    if isinstance(expected, list | tuple):
+        if type(saved) is not type(expected) or len(saved) != len(expected):
+            return [f"{where}: {saved!r} != {expected!r}"]
+        pairs = enumerate(zip(saved, expected, strict=True))
+        return [diff for i, (a, b) in pairs for diff in differences(a, b, f"{where}[{i}]")]
+    if isinstance(expected, torch.Tensor):
+        same = isinstance(saved, torch.Tensor) and saved.dtype == expected.dtype and torch.equal(saved, expected)
+        return [] if same else [f"{where}: tensors differ"]
+    if isinstance(expected, np.ndarray):
+        return [] if np.array_equal(saved, expected) else [f"{where}: arrays differ"]
+    return [] if type(saved) is type(expected) and saved == expected else [f"{where}: {saved!r} != {expected!r}"]

@@ -1,0 +1,16 @@
+"""The test environments (scripts/env.sh makes all three) and what runs in them differently."""
+
+import os
+import sys
+
+from answers import REPO
+
+# The base venv: GPU and CPU projects' environment, without torch_xla.
+PYTHON = sys.executable
+# Lighter models for runs on the XLA CPU device, where compiling a default one would take minutes:
+# segmentation's DeepLabV3 on MobileNetV3 (auxiliary head included) for the one on ResNet-50.
+XLA_CPU_CONFIG = {"vision-segmentation": {"model": "deeplabv3_mobilenet_v3_large"}}
+# The TPU environment: torch_xla layered on the base venv (scripts/env.sh makes both).
+XLA_PYTHON = os.environ.get("IGNITE_TEMPLATES_XLA_PYTHON", str(REPO / ".venv-xla" / "bin" / "python"))
+# The experiment trackers' packages (mlflow, wandb, ...), layered on the base venv the same way.
+TRACKERS_PYTHON = os.environ.get("IGNITE_TEMPLATES_TRACKERS_PYTHON", str(REPO / ".venv-trackers" / "bin" / "python"))

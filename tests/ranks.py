@@ -1,0 +1,46 @@
+"""What each process of a distributed run trained on (recorded by tests/rank_probe), and the checks of it."""
+
+import os
+import subprocess
+from pathlib import Path
+
+from answers import REPO
+from checkpoints import differences
+from projects import run_cmd
+
+
+def run_recording_ranks(
+    cmd: list[str], cwd: Path, records: Path, timeout: int = 600
+) -> tuple[subprocess.CompletedProcess, list[dict]]:
+    """Run a distributed training command; return it and what each of its processes trained on, by rank.
+
+    ``tests/rank_probe/sitecustomize.py`` records, in every process, its rank, the trainer's iteration and
+    epoch, a digest of each training batch and the networks' final weights: the log shows rank 0 only.
+    """
+    import torch
+
+    records.mkdir(parents=True, exist_ok=True)
+    paths = [str(REPO / "tests" / "rank_probe"), os.environ.get("PYTHONPATH", "")]
+    env = {"PYTHONPATH": os.pathsep.join(filter(None, paths)), "RANK_PROBE_DIR": str(records)}
+    proc = run_cmd(cmd, cwd, timeout, env=env)
+    return proc, [torch.load(path, weights_only=True) for path in sorted(records.glob("rank*.pt"))]
+
+
+def check_both_ranks_trained(ranks: list[dict], iterations: int, networks: list[dict]) -> None:
+    """Two processes each trained every iteration on batches of their own (each its share of the data), and
+    ended with the same parameters (their gradients averaged at each step): those of the ``networks`` rank 0
+    saved. Buffers (BatchNorm's running statistics) are rank 0's in the checkpoint; DistributedDataParallel
+    sends them to every rank before each forward pass, which then updates them with its own batch."""
+    assert [(r["rank"], r["world_size"]) for r in ranks] == [(0, 2), (1, 2)], "one record per rank of a world of 2"
+    for record in ranks:
+        rank = record["rank"]
+        assert record["iteration"] == len(record["batches"]) == iterations, f"rank {rank} trained {record['iteration']}"
+        assert len(record["weights"]) == len(networks), f"rank {rank} built {len(record['weights'])} networks"
+        for index, (weights, saved) in enumerate(zip(record["weights"], networks, strict=True)):
+            if rank:
+                parameters = record["parameters"][index]
+                weights, saved = ({name: w[name] for name in parameters} for w in (weights, saved))
+            diffs = differences(weights, saved, f"rank {rank}'s network {index}")
+            assert not diffs, "each rank must end with the parameters rank 0 saved:\n" + "\n".join(diffs)
+    shared = set(ranks[0]["batches"]) & set(ranks[1]["batches"])
+    assert not shared, f"{len(shared)} batch(es) trained on by both ranks: each must train on its own share"
