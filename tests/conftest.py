@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 import suite_costs
 from answers import REPO
+from scheduling import SharedRunScheduling
 
 # One compute thread per process (PyTorch's OpenMP and MKL pools, which every training run, notebook kernel
 # and project test the suite starts inherits): the suite keeps both cores busy with its two workers, and two
@@ -15,10 +16,19 @@ from answers import REPO
 # two vision runs side by side, 17.5 s with 2 threads each, 4.6 s with 1). Set before the workers import torch.
 for _pool in ("OMP_NUM_THREADS", "MKL_NUM_THREADS"):
     os.environ.setdefault(_pool, "1")
+# The XLA CPU device compiles with LLVM's cheapest optimisation: the XLA runs here check which programs
+# compile and what crosses between device and host, never how fast a compiled program runs, and compiling
+# is most of their time (measured: a vision TPU run of 6 iterations, 28.5 s of CPU, 18.0 s with these).
+os.environ.setdefault("XLA_FLAGS", "--xla_backend_optimization_level=0 --xla_llvm_disable_expensive_passes=true")
 
 
 def pytest_configure(config) -> None:
     suite_costs.register(config)  # IGNITE_TEMPLATES_COSTS=DIR: where the time goes (scripts/suite_costs.py)
+
+
+def pytest_xdist_make_scheduler(config, log):
+    """With -n: the tests of one shared run on one worker (tests/scheduling.py)."""
+    return SharedRunScheduling(config, log)
 
 
 @pytest.fixture

@@ -1,7 +1,6 @@
 """The post-generation hook writes a valid, self-contained Colab notebook that is the project."""
 
 import ast
-import os
 import re
 import shutil
 import subprocess
@@ -12,7 +11,8 @@ import nbformat
 import pytest
 import yaml
 from answers import REPO, TEMPLATES, pairwise, resolved_launcher, template_options, valid
-from environments import PYTHON, XLA_CPU_CONFIG, XLA_PYTHON
+from environments import PYTHON
+from notebooks import cell_under, read_notebook, run_notebook_alone, setup_cell
 from projects import OFFLINE, free_port, notebook_training_command, readme_train_command, run_cmd
 
 BACKENDS = ["nccl", "gloo", "xla-tpu"]
@@ -32,26 +32,6 @@ KAGGLE_RUNTIME = {
     "nccl": None,
     "gloo": None,
 }
-
-
-def cell_under(notebook, heading: str) -> nbformat.NotebookNode:
-    """The code cell right after a markdown cell that starts with ``heading`` (found by content, not index)."""
-    index = next(i for i, cell in enumerate(notebook.cells) if cell.source.startswith(heading))
-    cell = notebook.cells[index + 1]
-    assert cell.cell_type == "code", f"a code cell follows {heading!r}"
-    return cell
-
-
-def setup_cell(notebook) -> nbformat.NotebookNode:
-    return cell_under(notebook, "## Set up the runtime")
-
-
-def read_notebook(project: Path) -> nbformat.NotebookNode:
-    path = project / f"{project.name}.ipynb"
-    assert path.is_file(), f"no notebook {path.name} at the project root"
-    notebook = nbformat.read(path, as_version=4)
-    nbformat.validate(notebook)  # the current v4 schema
-    return notebook
 
 
 def written_files(notebook) -> dict[str, str]:
@@ -195,34 +175,6 @@ def test_tpu_setup_cell_installs_torch_xla_where_it_is_missing(bake) -> None:
     proc = subprocess.run([sys.executable, "-c", simulated], capture_output=True, text=True)
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.strip() == "pip would run: ['install', 'torch==2.9.0', 'torch_xla[tpu]==2.9.0']"
-
-
-def run_notebook_alone(project: Path, tmp_path: Path, python: str, env: dict | None = None, **overrides) -> Path:
-    """Run the project's notebook alone in ``tmp_path`` (as uploaded to Colab) with ``python``'s kernel,
-    after the edits a user makes in the config.yaml cell for a quick offline run; return the executed notebook.
-    """
-    notebook = tmp_path / f"{project.name}.ipynb"
-    shutil.copy(project / notebook.name, notebook)
-    env = {"HF_HUB_OFFLINE": "1", "PATH": f"{Path(python).parent}{os.pathsep}{os.environ['PATH']}", **(env or {})}
-    config = yaml.safe_load((project / "config.yaml").read_text())
-    small = {**OFFLINE, "train_epoch_length": 2, "eval_epoch_length": 1, "log_every_iters": 2, **overrides}
-    edits = [f"{key}={value}" for key, value in small.items() if key in config or key == "master_port"]
-    run_cmd([python, str(REPO / "tests" / "run_notebook.py"), str(notebook), *edits], tmp_path, 900, env)
-    return tmp_path / "executed.ipynb"
-
-
-@pytest.mark.parametrize("template", TEMPLATES)
-def test_tpu_notebook_runs_top_to_bottom_on_an_xla_cpu_device(bake, tmp_path: Path, template: str) -> None:
-    project = bake(template, backend="xla-tpu")
-    config = XLA_CPU_CONFIG.get(template, {})
-    executed = run_notebook_alone(project, tmp_path, XLA_PYTHON, {"PJRT_DEVICE": "CPU"}, **config)
-    executed = nbformat.read(executed, as_version=4)
-    setup_output = "".join(out.get("text", "") for out in setup_cell(executed).outputs)
-    assert "already installed: nothing to do" in setup_output, "the install cell must skip a present torch_xla"
-    for path in ("main.py", "utils.py", "xla.py", "README.md"):
-        assert (tmp_path / path).read_bytes() == (project / path).read_bytes()
-    (run_dir,) = (tmp_path / "logs").iterdir()
-    assert (run_dir / "xla_metrics.json").is_file() and list(run_dir.glob("training_checkpoint_*.pt"))
 
 
 # GPU and CPU notebooks run on this CPU too (nccl's default is one process, on the CPU without a GPU);

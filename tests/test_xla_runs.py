@@ -8,14 +8,19 @@ unit-tests the logic for 8 replicas).
 import importlib.util
 import json
 import re
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 
+import nbformat
 import pytest
 import yaml
-from answers import TEMPLATES
+from answers import TEMPLATES, template_context
 from checkpoints import load_checkpoint
 from environments import PYTHON, XLA_CPU_CONFIG, XLA_PYTHON
+from notebooks import run_notebook_alone, setup_cell
 from projects import LEARNING_TESTS, load_module, make_offline, read_log, readme_train_command, run_cmd, run_dirs
+from scheduling import on_one_worker
 from torchvision.models import resnet18
 from torchvision.models.segmentation import deeplabv3_mobilenet_v3_large
 
@@ -53,23 +58,6 @@ def xla_environment() -> None:
     assert Path(XLA_PYTHON).exists(), f"no TPU test environment at {XLA_PYTHON}: run `bash scripts/env.sh`"
 
 
-# Answers per template. Text in bfloat16: padded to max_length, the transformer must compile once too.
-XLA_RUNS = {
-    "vision-classification": {"save_best_model": False},
-    "text-classification": {"save_best_model": False, "mixed_precision": True},
-    "vision-segmentation": {"save_best_model": False},
-}
-# Evaluations of two lengths: vision's whole synthetic eval set (256 images: 10 batches of 24 and a short
-# last one, padded), text's first 2 batches; segmentation's whole set (64 scenes: 2 batches of 24 and a
-# short last one), with gradients accumulated over 2 batches (the steps with and without the optimizer
-# step are two programs, both compiled in epoch 1).
-XLA_EVALS = {
-    "vision-classification": {"eval_epoch_length": None, "eval_batch_size": 24},
-    "text-classification": {"eval_epoch_length": 2},
-    "vision-segmentation": {"eval_epoch_length": None, "eval_batch_size": 24, "accumulation_steps": 2},
-}
-
-
 def train_on_xla_cpu(project: Path, **config: int) -> tuple[Path, dict]:
     """Run the README's training command (made for a TPU) on the XLA CPU device, with these config values."""
     make_offline(project, **config)
@@ -80,46 +68,135 @@ def train_on_xla_cpu(project: Path, **config: int) -> tuple[Path, dict]:
     return run_dir, read_log(run_dir)
 
 
-def train_3_epochs_on_xla_cpu(project: Path, **config: int | None) -> tuple[Path, dict]:
-    """3 epochs of 4 iterations, the losses read every 3: at a different position in each epoch."""
-    return train_on_xla_cpu(project, max_epochs=3, train_epoch_length=4, log_every_iters=3, **config)
+# Each template's TPU project is trained once here, by its notebook run top to bottom (it writes the project's
+# files, then trains with the README's command): 3 epochs of 4 iterations, the losses read every 3 (at another
+# position in each epoch). The tests below each check one thing of that run. Per template, the answers and
+# config values: text in bfloat16 (padded to max_length, the transformer must compile once too); the GAN in
+# bfloat16 (both optimizers stepped by xm.optimizer_step, samples from the XLA device); evaluations of two
+# lengths: vision's whole synthetic eval set (256 images: 10 batches of 24 and a short last one, padded),
+# text's first 2 batches, segmentation's whole set (64 scenes: 2 batches of 24 and a short last one), with
+# gradients accumulated over 2 batches (the steps with and without the optimizer step are two programs, both
+# compiled in epoch 1).
+TPU_RUNS = {
+    "vision-classification": ({"save_best_model": False}, {"eval_epoch_length": None, "eval_batch_size": 24}),
+    "text-classification": ({"save_best_model": False, "mixed_precision": True}, {"eval_epoch_length": 2}),
+    "gan": ({"mixed_precision": True}, {}),
+    "vision-segmentation": (
+        {"save_best_model": False},
+        {"eval_epoch_length": None, "eval_batch_size": 24, "accumulation_steps": 2},
+    ),
+}
+THREE_EPOCHS = {"max_epochs": 3, "train_epoch_length": 4, "log_every_iters": 3}
+# Reads from the device at each epoch's end (counted apart from training's): the evaluation's one read of its
+# sums, then the epoch-end checkpoint (saved after the evaluation: it holds what the evaluation's handlers did);
+# segmentation's picture of the predicted masks is a third; the GAN has no evaluation: its checkpoint, then its
+# sample grid.
+EPOCH_END_READS = {"vision-classification": 2, "text-classification": 2, "gan": 2, "vision-segmentation": 3}
+# Operations that run on the CPU: none, but for segmentation's bilinear upsampling's backward pass on this CPU
+# device (torch_xla lowers it on a TPU only).
+CPU_FALLBACKS = {"vision-segmentation": {"aten::upsample_bilinear2d_backward"}}
 
 
-@pytest.mark.parametrize("template", list(XLA_RUNS))
-def test_xla_project_trains_3_epochs_and_stops_compiling(bake, template: str) -> None:
-    project = bake(template, backend="xla-tpu", **XLA_RUNS[template])
-    run_dir, log = train_3_epochs_on_xla_cpu(project, **XLA_EVALS[template], **XLA_CPU_CONFIG.get(template, {}))
-    assert len(log["evals"]) == 3
+@dataclass
+class TpuRun:
+    """What a TPU notebook's run left: the project it was made from, the folder it ran in, its run directory."""
+
+    project: Path
+    folder: Path
+    run_dir: Path
+    executed: nbformat.NotebookNode
+
+    @property
+    def log(self) -> dict:
+        return read_log(self.run_dir)
+
+    @property
+    def metrics(self) -> dict:
+        return json.loads((self.run_dir / "xla_metrics.json").read_text())
+
+
+@pytest.fixture(scope="session")
+def tpu_run(baked, tmp_path_factory) -> Callable[[str], TpuRun]:
+    """The template's one TPU run (see TPU_RUNS), made the first time a test asks for it on this worker:
+    the tests of a template share an xdist group, so one worker runs them all, after one run."""
+    runs: dict[str, TpuRun] = {}
+
+    def run(template: str) -> TpuRun:
+        if template not in runs:
+            answers, config = TPU_RUNS[template]
+            project = baked(template, backend="xla-tpu", **answers)  # the notebook runs in a folder of its own
+            folder = tmp_path_factory.mktemp(f"tpu-{template}")
+            config = {**THREE_EPOCHS, **config, **XLA_CPU_CONFIG.get(template, {})}
+            executed = run_notebook_alone(project, folder, XLA_PYTHON, CPU_XLA, **config)
+            (run_dir,) = (folder / "logs").iterdir()
+            runs[template] = TpuRun(project, folder, run_dir, nbformat.read(executed, as_version=4))
+        return runs[template]
+
+    return run
+
+
+EACH_TPU_RUN = [on_one_worker(f"tpu-run-{template}", template) for template in TEMPLATES]
+
+
+@pytest.mark.parametrize("template", EACH_TPU_RUN)
+def test_tpu_notebook_runs_top_to_bottom_on_an_xla_cpu_device(tpu_run, template: str) -> None:
+    run = tpu_run(template)
+    setup_output = "".join(out.get("text", "") for out in setup_cell(run.executed).outputs)
+    assert "already installed: nothing to do" in setup_output, "the install cell must skip a present torch_xla"
+    for path in ("main.py", "utils.py", "xla.py", "README.md"):
+        assert (run.folder / path).read_bytes() == (run.project / path).read_bytes(), f"the notebook's {path}"
+    argv, env = readme_train_command(run.project, python="python")
+    assert env == {"PJRT_DEVICE": "TPU"}, "the README (and so the notebook) trains on the TPU"
+
+
+@pytest.mark.parametrize("template", EACH_TPU_RUN)
+def test_tpu_run_trains_every_epoch_on_the_one_device_it_has_and_says_so(tpu_run, template: str) -> None:
+    log = tpu_run(template).log
     assert log["iterations"] == [3, 6, 9, 12]
+    assert len(log["evals"]) == (3 if template_context(template)["_eval_metric"] else 0), "one evaluation an epoch"
     # One device here, 8 expected: the run goes on and says so in one line.
     assert log["text"].count("Expected 8 TPU replicas (nproc_per_node) but this runtime has 1 device(s)") == 1
 
-    metrics = json.loads((run_dir / "xla_metrics.json").read_text())
+
+@pytest.mark.parametrize("template", EACH_TPU_RUN)
+def test_tpu_training_compiles_its_programs_in_epoch_1_only(tpu_run, template: str) -> None:
+    metrics = tpu_run(template).metrics
     compilations = metrics["compilations_per_epoch"]
     assert len(compilations) == 3 and all(isinstance(n, int) for n in compilations)
     assert compilations[0] > 0, "the first epoch compiles the training step"
     # Epoch 1's 4 steps compile all the step's programs; nothing else in training compiles one.
     assert compilations[1:] == [0, 0], f"training compiled after epoch 1: {metrics}"
-    # Reads from the device during training: one per loss read (at iterations 3, 6, 9 and 12), and one per
-    # operation run on the CPU: none, but for segmentation's bilinear upsampling's backward pass on this CPU
-    # device (torch_xla lowers it on a TPU only).
+
+
+@pytest.mark.parametrize("template", EACH_TPU_RUN)
+def test_tpu_training_reads_the_device_once_per_logged_loss_and_runs_nothing_on_the_cpu(tpu_run, template) -> None:
+    metrics = tpu_run(template).metrics
     fallbacks = metrics["cpu_fallbacks_per_epoch"]
-    allowed = {"aten::upsample_bilinear2d_backward"} if template == "vision-segmentation" else set()
+    allowed = CPU_FALLBACKS.get(template, set())
     assert all(set(epoch) <= allowed for epoch in fallbacks), f"operations ran on the CPU: {fallbacks}"
+    # One read per loss read (at iterations 3, 6, 9 and 12; the GAN's four losses in one transfer), plus one
+    # per operation run on the CPU.
     transfers = metrics["device_to_host_transfers_per_epoch"]
     reads = [total - sum(epoch.values()) for total, epoch in zip(transfers, fallbacks, strict=True)]
     assert reads == [1, 1, 2], metrics
-    # The evaluation sums its metrics on the device and reads them once, whatever its length; its padded
-    # batches share one shape, so nothing compiles after the first evaluation. The epoch-end checkpoint,
-    # saved after the evaluation (it holds what the evaluation's handlers did), is the epoch end's other read;
-    # segmentation's picture of the predicted masks is a third.
-    reads = 3 if template == "vision-segmentation" else 2
-    assert metrics["eval_device_to_host_transfers_per_epoch"] == [reads] * 3, f"one read per evaluation: {metrics}"
-    assert metrics["eval_compilations_per_epoch"][1:] == [0, 0], f"the evaluation compiled again: {metrics}"
 
-    # The checkpoint loads where there is no torch_xla at all, into the model a GPU or CPU user would build.
-    check_loads_without_torch_xla(run_dir / "training_checkpoint_12.pt")
-    checkpoint = load_checkpoint(run_dir / "training_checkpoint_12.pt")  # as resume_from loads it
+
+@pytest.mark.parametrize("template", EACH_TPU_RUN)
+def test_tpu_epoch_end_reads_the_device_a_fixed_number_of_times_and_compiles_once(tpu_run, template: str) -> None:
+    """The evaluation sums its metrics on the device and reads them once, whatever its length; its padded
+    batches share one shape, so nothing compiles after the first evaluation (the GAN's sample grid: once)."""
+    metrics = tpu_run(template).metrics
+    reads = EPOCH_END_READS[template]
+    assert metrics["eval_device_to_host_transfers_per_epoch"] == [reads] * 3, f"reads at each epoch end: {metrics}"
+    assert metrics["eval_compilations_per_epoch"][1:] == [0, 0], f"the epoch end compiled again: {metrics}"
+
+
+@pytest.mark.parametrize("template", EACH_TPU_RUN)
+def test_tpu_checkpoint_loads_without_torch_xla_into_the_networks_a_gpu_user_builds(tpu_run, template) -> None:
+    run = tpu_run(template)
+    checkpoint_path = run.run_dir / "training_checkpoint_12.pt"
+    check_loads_without_torch_xla(checkpoint_path)
+    checkpoint = load_checkpoint(checkpoint_path)  # as resume_from loads it
     assert checkpoint["trainer"]["iteration"] == 12
     if template == "vision-classification":
         resnet18(num_classes=10).load_state_dict(checkpoint["model"])
@@ -127,16 +204,38 @@ def test_xla_project_trains_3_epochs_and_stops_compiling(bake, template: str) ->
         model = deeplabv3_mobilenet_v3_large(num_classes=21, aux_loss=True, weights_backbone=None)
         model.load_state_dict(checkpoint["model"])
         assert checkpoint["gradients"] == {}, "an optimizer step just zeroed them: nothing to keep"
-        pictures = sorted(path.name for path in (run_dir / "predictions").iterdir())
-        assert pictures == [f"epoch_{epoch:04d}.png" for epoch in (1, 2, 3)], "a picture of predictions per epoch"
+    elif template == "gan":
+        models = load_module(run.folder / "models.py")
+        c = yaml.safe_load((run.run_dir / "config-lock.yaml").read_text())
+        models.Generator(c["z_dim"], c["g_filters"], c["channels"], c["image_size"]).load_state_dict(
+            checkpoint["generator"]
+        )
+        models.Discriminator(c["channels"], c["d_filters"], c["image_size"]).load_state_dict(
+            checkpoint["discriminator"]
+        )
+        assert set(checkpoint) >= {"optimizer_g", "optimizer_d", "trainer"}
     else:
         assert {name.split(".")[0] for name in checkpoint["model"]} == {"encoder", "classifier"}
+
+
+# The pictures a TPU run draws at each epoch's end, from the XLA device.
+PICTURES = {"gan": "samples", "vision-segmentation": "predictions"}
+
+
+@pytest.mark.parametrize("template", [p for p in EACH_TPU_RUN if p.values[0] in PICTURES])
+def test_tpu_run_draws_a_picture_each_epoch(tpu_run, template: str) -> None:
+    run = tpu_run(template)
+    pictures = sorted(path.name for path in (run.run_dir / PICTURES[template]).iterdir())
+    assert pictures == [f"epoch_{epoch:04d}.png" for epoch in (1, 2, 3)], "a picture per epoch"
+    if template == "gan":
+        assert (run.run_dir / "losses.png").is_file()
+        assert all(set(values) >= {"loss_d", "loss_g"} for values in run.log["train"])
 
 
 # Segmentation's own training tests take 6 minutes on this CPU device (its models compile for minutes): its
 # TPU project runs its tests/test_xla.py here (launch, shim, eval metrics on the device), and all its own tests,
 # the learning one included, on the CPU (tests/test_training_runs.py). Its XLA training is
-# test_xla_project_trains_3_epochs_...
+# the TPU notebook run above.
 XLA_OWN_TESTS = {"vision-segmentation": ["tests/test_xla.py"]}
 
 
@@ -158,35 +257,6 @@ def test_xla_project_own_tests_pass_with_bf16_and_fire(bake, template: str) -> N
 def test_gpu_and_cpu_runs_use_an_environment_without_torch_xla() -> None:
     """Where torch_xla is importable, ignite 0.5.5 breaks gloo and nccl runs: users of those have none."""
     assert importlib.util.find_spec("torch_xla") is None, "torch_xla leaked into the base test venv"
-
-
-def test_gan_trains_3_epochs_in_bf16_and_stops_compiling(bake) -> None:
-    """Both optimizers stepped by xm.optimizer_step, bf16 autocast, device loader, samples from the XLA device."""
-    project = bake("gan", backend="xla-tpu", mixed_precision=True)
-    run_dir, log = train_3_epochs_on_xla_cpu(project)
-    assert log["iterations"] == [3, 6, 9, 12] and all(set(v) >= {"loss_d", "loss_g"} for v in log["train"])
-    assert [p.name for p in sorted((run_dir / "samples").iterdir())] == [f"epoch_{e:04d}.png" for e in (1, 2, 3)]
-    assert (run_dir / "losses.png").is_file()
-
-    metrics = json.loads((run_dir / "xla_metrics.json").read_text())
-    # Epoch 1 compiles the step's programs; the epoch-end checkpoint and sample grid add none to training.
-    assert metrics["compilations_per_epoch"][0] > 0 and metrics["compilations_per_epoch"][1:] == [0, 0], metrics
-    # Reads from the device during training: all the losses in one transfer at each read (iterations 3, 6,
-    # 9 and 12). At each epoch's end (counted apart): the checkpoint and the sample grid, which compiles once.
-    assert metrics["device_to_host_transfers_per_epoch"] == [1, 1, 2], metrics
-    assert metrics["eval_compilations_per_epoch"][1:] == [0, 0], metrics
-    assert metrics["eval_device_to_host_transfers_per_epoch"] == [2, 2, 2], "the checkpoint, then the sample grid"
-
-    # The checkpoint loads where there is no torch_xla, into the project's own networks.
-    check_loads_without_torch_xla(run_dir / "training_checkpoint_12.pt")
-    checkpoint = load_checkpoint(run_dir / "training_checkpoint_12.pt")  # as resume_from loads it
-    models = load_module(project / "models.py")
-    c = yaml.safe_load((project / "config.yaml").read_text())
-    generator = models.Generator(c["z_dim"], c["g_filters"], c["channels"], c["image_size"])
-    generator.load_state_dict(checkpoint["generator"])
-    discriminator = models.Discriminator(c["channels"], c["d_filters"], c["image_size"])
-    discriminator.load_state_dict(checkpoint["discriminator"])
-    assert set(checkpoint) >= {"optimizer_g", "optimizer_d", "trainer"}
 
 
 # The other precision than each template's run above: both shape the step's programs.

@@ -1,0 +1,32 @@
+"""How pytest-xdist shares the tests between its workers: as its ``load`` mode does, but the tests that check
+one shared run (a training run several tests read) all go to one worker, which then makes that run once.
+
+xdist's own ``loadgroup`` mode would do it with ``xdist_group`` marks, but pytest-xdist 3.8 marks the group in
+``item._nodeid``, which pytest 9 no longer reads: the groups are lost (measured: a shared TPU run made on
+both workers). Here the group travels in the test's parameter id instead, which both sides see.
+"""
+
+import re
+
+import pytest
+from xdist.scheduler import LoadScopeScheduling
+
+# "test_x[vision-classification@tpu-run-vision-classification]": the group follows the last "@" in the id.
+_GROUP = re.compile(r"@([^@\[\]]+)\]$")
+
+
+def on_one_worker(group: str, value: str):
+    """A test parameter: every test given it runs on the one worker that runs the shared run ``group``."""
+    return pytest.param(value, id=f"{value}@{group}", marks=pytest.mark.xdist_group(group))
+
+
+class SharedRunScheduling(LoadScopeScheduling):
+    """Each test is a unit of work of its own, but for those of one group, which are one unit together.
+
+    As xdist's scope scheduling does, the units with the most tests are handed out first, then the others in
+    the collection's order (tests/conftest.py puts the slow ones first), one at a time as workers free up.
+    """
+
+    def _split_scope(self, nodeid: str) -> str:
+        group = _GROUP.search(nodeid)
+        return group[1] if group else nodeid
