@@ -26,6 +26,11 @@ def pytest_configure(config) -> None:
     suite_costs.register(config)  # IGNITE_TEMPLATES_COSTS=DIR: where the time goes (scripts/suite_costs.py)
 
 
+def pytest_collection_modifyitems(config, items) -> None:
+    """The slow tests first (their order otherwise kept): the quick ones then fill both workers to the end."""
+    items.sort(key=lambda item: item.get_closest_marker("slow") is None)
+
+
 def pytest_xdist_make_scheduler(config, log):
     """With -n: the tests of one shared run on one worker (tests/scheduling.py)."""
     return SharedRunScheduling(config, log)

@@ -15,6 +15,10 @@ import torch
 from projects import free_port, make_offline, read_log, readme_train_command, run_cmd, run_dirs
 from test_readme import override_hints, prose
 
+pytestmark = (
+    pytest.mark.slow
+)  # they train generated projects with the commands their READMEs print: not in the quick lane
+
 ADVICE = re.compile(r"add `([^`]+)` at the end of the command")
 
 

@@ -15,6 +15,8 @@ from answers import REPO
 from environments import PYTHON, XLA_PYTHON
 from projects import make_offline, readme_train_command, run_cmd, run_dirs
 
+pytestmark = pytest.mark.slow  # they clone, update and train generated projects: not in the quick lane
+
 CRUFT = str(Path(sys.executable).parent / "cruft")
 GIT = ["git", "-c", "user.email=test@example.com", "-c", "user.name=Test", "-c", "init.defaultBranch=main"]
 

@@ -17,6 +17,8 @@ from PIL import Image
 from projects import free_port, load_module, make_offline, read_log, readme_train_command, run_cmd, run_dirs
 from ranks import check_both_ranks_trained, run_recording_ranks
 
+pytestmark = pytest.mark.slow  # they train generated projects: not in the quick lane
+
 LOSSES = ("loss_d", "loss_g", "d_real", "d_fake")
 # The loss plot's lines in matplotlib's first two colours (C0 and C1), in RGB.
 LINE_COLOURS = {"discriminator": (31, 119, 180), "generator": (255, 127, 14)}

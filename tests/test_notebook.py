@@ -186,6 +186,7 @@ CPU_NOTEBOOKS = [
 ]
 
 
+@pytest.mark.slow  # runs notebooks
 @pytest.mark.parametrize(("template", "answers"), CPU_NOTEBOOKS)
 def test_gpu_and_cpu_notebooks_run_top_to_bottom_on_the_cpu(bake, tmp_path: Path, template: str, answers: dict) -> None:
     project = bake(template, **answers)
@@ -200,6 +201,7 @@ def test_gpu_and_cpu_notebooks_run_top_to_bottom_on_the_cpu(bake, tmp_path: Path
     assert list(run_dir.glob("training_checkpoint_*.pt")), f"no training checkpoint in {run_dir}"
 
 
+@pytest.mark.slow  # runs a notebook
 def test_a_failed_install_stops_the_notebook_before_training(bake, tmp_path: Path) -> None:
     """A requirement that cannot be installed (offline: --no-index) fails the install cell, and no later cell runs."""
     project = bake(backend="gloo")
@@ -243,6 +245,7 @@ def test_notebook_shows_the_readmes_answers_line(bake, answers: dict) -> None:
     assert ("deterministic" in line) == bool(answers.get("deterministic"))
 
 
+@pytest.mark.slow  # runs a notebook twice
 def test_an_interrupted_training_cell_stops_cleanly_and_running_the_notebook_again_continues(
     bake, tmp_path: Path
 ) -> None:

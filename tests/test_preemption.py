@@ -21,6 +21,8 @@ from checkpoints import differences, load_checkpoint
 from environments import PYTHON, XLA_CPU_CONFIG, XLA_PYTHON
 from projects import free_port, make_offline, read_log, readme_train_command, run_dirs
 
+pytestmark = pytest.mark.slow  # they train, stop and continue generated projects: not in the quick lane
+
 PROBE = Path(__file__).parent / "stop_probe"
 SIGTERM_EXIT = 128 + signal.SIGTERM
 

@@ -99,6 +99,7 @@ CI_RUNS = [
 ]
 
 
+@pytest.mark.slow  # runs the projects' own tests in fresh venvs
 @pytest.mark.parametrize(
     ("template", "answers"),
     CI_RUNS,
@@ -275,6 +276,7 @@ def test_the_collection_version_has_one_source_and_reaches_the_readme(bake) -> N
 PACKAGING = [("vision-classification", {}), ("gan", {"backend": "xla-tpu", "logger": "visdom"})]
 
 
+@pytest.mark.slow  # installs into fresh venvs
 @pytest.mark.parametrize(("template", "answers"), PACKAGING, ids=["gpu", "tpu-visdom"])
 def test_pyproject_declares_the_requirements_as_its_dependencies(bake, tmp_path: Path, template: str, answers) -> None:
     """requirements.txt is the one dependency list; pyproject.toml reads it (setuptools' dynamic dependencies):

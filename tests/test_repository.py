@@ -5,6 +5,7 @@ import shutil
 import subprocess
 import sys
 
+import pytest
 from answers import REPO
 from projects import pytest_outcomes
 
@@ -31,6 +32,7 @@ def test_readme_pytest_cookies_example_passes(tmp_path) -> None:
     assert proc.returncode == 0 and pytest_outcomes(proc.stdout) == {"passed": 2}, proc.stdout + proc.stderr
 
 
+@pytest.mark.slow  # clones and trains
 def test_demo_builds_only_the_base_venv_and_trains_the_default_project(tmp_path) -> None:
     """`bash scripts/demo.sh` from a fresh clone sets up only the venv the demo runs in (.venv), never the
     TPU or tracker venvs (torch_xla, about 0.8 GB of trackers), then trains the default project offline.

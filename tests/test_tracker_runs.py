@@ -32,6 +32,8 @@ from environments import TRACKERS_PYTHON
 from projects import free_port, make_offline, pytest_outcomes, readme_block, readme_train_command, run_cmd, run_dirs
 from tracker_checks import check_tracker_records
 
+pytestmark = pytest.mark.slow  # they train generated projects with each tracker: not in the quick lane
+
 # The trackers whose README section gives an offline training command, and what it must set.
 OFFLINE_COMMANDS = {
     "clearml": {"CLEARML_OFFLINE_MODE": "1"},

@@ -29,6 +29,8 @@ from projects import (
 from ranks import check_both_ranks_trained, run_recording_ranks
 from tracker_checks import check_tracker_records
 
+pytestmark = pytest.mark.slow  # they train generated projects: not in the quick lane
+
 # Options chosen so that, across these runs, every runtime code path is exercised once.
 SINGLE_PROCESS = {
     "argparse": {"logger": "tensorboard", "save_best_model": True, "output_dir": "./my runs"},

@@ -24,6 +24,8 @@ from scheduling import on_one_worker
 from torchvision.models import resnet18
 from torchvision.models.segmentation import deeplabv3_mobilenet_v3_large
 
+pytestmark = pytest.mark.slow  # they train generated projects on the XLA CPU device: not in the quick lane
+
 CPU_XLA = {"PJRT_DEVICE": "CPU"}
 
 # Run in the base venv: loads a checkpoint as a user without torch_xla would, with no map_location (a
