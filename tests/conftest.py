@@ -16,10 +16,6 @@ from scheduling import SharedRunScheduling
 # two vision runs side by side, 17.5 s with 2 threads each, 4.6 s with 1). Set before the workers import torch.
 for _pool in ("OMP_NUM_THREADS", "MKL_NUM_THREADS"):
     os.environ.setdefault(_pool, "1")
-# The XLA CPU device compiles with LLVM's cheapest optimisation: the XLA runs here check which programs
-# compile and what crosses between device and host, never how fast a compiled program runs, and compiling
-# is most of their time (measured: a vision TPU run of 6 iterations, 28.5 s of CPU, 18.0 s with these).
-os.environ.setdefault("XLA_FLAGS", "--xla_backend_optimization_level=0 --xla_llvm_disable_expensive_passes=true")
 
 
 def pytest_configure(config) -> None:

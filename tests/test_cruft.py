@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 from answers import REPO
-from environments import PYTHON, XLA_PYTHON
+from environments import PYTHON, XLA_CPU, XLA_PYTHON
 from projects import make_offline, readme_train_command, run_cmd, run_dirs
 
 pytestmark = pytest.mark.slow  # they clone, update and train generated projects: not in the quick lane
@@ -151,7 +151,7 @@ def test_switching_a_project_from_gpu_to_tpu_and_back_keeps_the_users_edit(templ
 
         make_offline(project, max_epochs=1, train_epoch_length=2)
         argv, env = readme_train_command(project, python=python)
-        run_cmd(argv, cwd=project, timeout=600, env={"PJRT_DEVICE": "CPU"} if tpu else None)
+        run_cmd(argv, cwd=project, timeout=600, env=XLA_CPU if tpu else None)
         assert (run_dirs(project)[-1] / "training.log").is_file(), f"the {backend} project did not train"
         sh([*GIT, "checkout", "config.yaml"], project)  # the offline settings were for this run only
         shutil.rmtree(project / "logs")

@@ -16,9 +16,9 @@ from pathlib import Path
 
 import pytest
 import yaml
-from answers import TEMPLATES
+from answers import SUPERVISED, TEMPLATES
 from checkpoints import differences, load_checkpoint
-from environments import PYTHON, XLA_CPU_CONFIG, XLA_PYTHON
+from environments import PYTHON, XLA_CPU, XLA_CPU_CONFIG, XLA_PYTHON
 from projects import free_port, make_offline, read_log, readme_train_command, run_dirs
 
 pytestmark = pytest.mark.slow  # they train, stop and continue generated projects: not in the quick lane
@@ -31,7 +31,7 @@ def train(project: Path, probe: str = "", python: str = PYTHON, timeout: int = 3
     """Run the README's training command in ``project``, with the stop probe set to ``probe``."""
     argv, env = readme_train_command(project, python)
     if python == XLA_PYTHON:
-        env["PJRT_DEVICE"] = "CPU"
+        env.update(XLA_CPU)
     env = {**os.environ, **env, "PYTHONPATH": str(PROBE), "STOP_PROBE": probe, "PYTHONUNBUFFERED": "1"}
     env.update(HF_HUB_OFFLINE="1", HF_DATASETS_OFFLINE="1")
     return subprocess.run(argv, cwd=project, capture_output=True, text=True, timeout=timeout, env=env)
@@ -45,22 +45,24 @@ def status(run_dir: Path) -> dict:
     return yaml.safe_load((run_dir / "status.yaml").read_text())
 
 
-# Each template's own config values for the test below: segmentation adds up gradients, on the light model of
-# the XLA runs (what stops and continues is the same for any model; ResNet-50's DeepLabV3 doubled the test's time).
-OWN = {template: {} for template in TEMPLATES} | {
-    "vision-segmentation": {"accumulation_steps": 3, **XLA_CPU_CONFIG["vision-segmentation"]}
-}
+# Every answer that keeps state across iterations or epochs is on, since each keeps its own: early stopping
+# (patience 5: it counts, and never stops these 3 epochs), the best models (the default), gradients added up
+# over 3 batches (the stops at iterations 2 and 4 land between two optimizer steps, with gradients to keep);
+# the GAN keeps its loss history. Segmentation on the light model of the XLA runs (what stops and continues is
+# the same for any model; ResNet-50's DeepLabV3 doubled the test's time).
+STATEFUL_ANSWERS = {template: {"patience": "5", "save_best_model": True} for template in SUPERVISED} | {"gan": {}}
+STATEFUL_CONFIG = {template: {"accumulation_steps": 3} for template in SUPERVISED} | {"gan": {}}
+STATEFUL_CONFIG["vision-segmentation"] |= XLA_CPU_CONFIG["vision-segmentation"]
 
 
 @pytest.mark.parametrize("template", TEMPLATES)
 def test_a_run_stopped_three_times_and_continued_ends_bit_identical_to_an_uninterrupted_one(
     bake, tmp_path: Path, template: str
 ) -> None:
-    project = bake(template, launcher="none", deterministic=True, save_training=True)
-    # 3 epochs of 4 iterations, a checkpoint every 3 iterations and after each epoch, every loss logged;
-    # segmentation adds up 3 batches' gradients per optimizer step: the stops at iterations 2 and 4 land
-    # between two optimizer steps, with gradients to keep.
-    make_offline(project, max_epochs=3, train_epoch_length=4, save_every_iters=3, log_every_iters=1, **OWN[template])
+    project = bake(template, launcher="none", deterministic=True, save_training=True, **STATEFUL_ANSWERS[template])
+    # 3 epochs of 4 iterations, a checkpoint every 3 iterations and after each epoch, every loss logged.
+    own = STATEFUL_CONFIG[template]
+    make_offline(project, max_epochs=3, train_epoch_length=4, save_every_iters=3, log_every_iters=1, **own)
     uninterrupted = tmp_path / "uninterrupted"
     shutil.copytree(project, uninterrupted)
     proc = train(uninterrupted)
@@ -81,10 +83,10 @@ def test_a_run_stopped_three_times_and_continued_ends_bit_identical_to_an_uninte
         }, f"after SIGTERM at {probe}"
         assert (run_dir / f"training_checkpoint_{stopped_at}.pt").is_file(), f"no checkpoint where {probe} stopped"
         assert not list(run_dir.glob("tmp*")), "a half-written checkpoint was left behind"
-        if OWN[template].get("accumulation_steps", 1) > 1:
+        if own.get("accumulation_steps", 1) > 1:
             saved = load_checkpoint(run_dir / f"training_checkpoint_{stopped_at}.pt", deterministic=True)
             gradients = saved["gradients"]
-            between_steps = stopped_at % OWN[template]["accumulation_steps"] != 0
+            between_steps = stopped_at % own["accumulation_steps"] != 0
             assert bool(gradients) == between_steps, f"at {stopped_at}: the gradients added up since the last step"
     proc = train(project)
     assert proc.returncode == 0, outcome(proc)

@@ -17,7 +17,7 @@ import pytest
 import yaml
 from answers import TEMPLATES, template_context
 from checkpoints import load_checkpoint
-from environments import PYTHON, XLA_CPU_CONFIG, XLA_PYTHON
+from environments import PYTHON, XLA_CPU, XLA_CPU_CONFIG, XLA_PYTHON
 from notebooks import run_notebook_alone, setup_cell
 from projects import LEARNING_TESTS, load_module, make_offline, read_log, readme_train_command, run_cmd, run_dirs
 from scheduling import on_one_worker
@@ -26,7 +26,6 @@ from torchvision.models.segmentation import deeplabv3_mobilenet_v3_large
 
 pytestmark = pytest.mark.slow  # they train generated projects on the XLA CPU device: not in the quick lane
 
-CPU_XLA = {"PJRT_DEVICE": "CPU"}
 
 # Run in the base venv: loads a checkpoint as a user without torch_xla would, with no map_location (a
 # tensor saved on the XLA device would then fail to load, or load onto it), and prints where its tensors are.
@@ -65,7 +64,7 @@ def train_on_xla_cpu(project: Path, **config: int) -> tuple[Path, dict]:
     make_offline(project, **config)
     argv, env = readme_train_command(project, python=XLA_PYTHON)
     assert env == {"PJRT_DEVICE": "TPU"}, "the README runs on the TPU"
-    run_cmd(argv, cwd=project, timeout=600, env=CPU_XLA)
+    run_cmd(argv, cwd=project, timeout=600, env=XLA_CPU)
     (run_dir,) = run_dirs(project)
     return run_dir, read_log(run_dir)
 
@@ -129,7 +128,7 @@ def tpu_run(baked, tmp_path_factory) -> Callable[[str], TpuRun]:
             project = baked(template, backend="xla-tpu", **answers)  # the notebook runs in a folder of its own
             folder = tmp_path_factory.mktemp(f"tpu-{template}")
             config = {**THREE_EPOCHS, **config, **XLA_CPU_CONFIG.get(template, {})}
-            executed = run_notebook_alone(project, folder, XLA_PYTHON, CPU_XLA, **config)
+            executed = run_notebook_alone(project, folder, XLA_PYTHON, XLA_CPU, **config)
             (run_dir,) = (folder / "logs").iterdir()
             runs[template] = TpuRun(project, folder, run_dir, nbformat.read(executed, as_version=4))
         return runs[template]
@@ -248,7 +247,7 @@ def test_xla_project_own_tests_pass_with_bf16_and_fire(bake, template: str) -> N
     project = bake(template, backend="xla-tpu", argparser="fire", mixed_precision=True, include_test=True)
     assert (project / "tests" / "test_xla.py").is_file()
     argv = [XLA_PYTHON, "-m", "pytest", "-v", "-p", "no:cacheprovider", *XLA_OWN_TESTS.get(template, [])]
-    proc = run_cmd(argv, cwd=project, timeout=600, env=CPU_XLA)
+    proc = run_cmd(argv, cwd=project, timeout=600, env={"PJRT_DEVICE": "CPU"})  # see XLA_CPU
     passed = re.search(r"(\d+) passed", proc.stdout)
     assert passed and int(passed[1]) >= 8 and "skipped" not in proc.stdout, proc.stdout
     if template not in XLA_OWN_TESTS:
