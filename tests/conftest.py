@@ -27,6 +27,7 @@ def pytest_collection_modifyitems(config, items) -> None:
     items.sort(key=lambda item: item.get_closest_marker("slow") is None)
 
 
+@pytest.hookimpl(optionalhook=True)  # pytest-xdist's hook: absent with -p no:xdist
 def pytest_xdist_make_scheduler(config, log):
     """With -n: the tests of one shared run on one worker (tests/scheduling.py)."""
     return SharedRunScheduling(config, log)
