@@ -2,7 +2,8 @@
 
 No TPU exists here: the single-device path runs for real, and so does the launch (one replica on the one
 device, in the generated project's own tests/test_xla.py, run here in the same environment, which also
-unit-tests the logic for 8 replicas).
+unit-tests the logic for 8 replicas). Each template's TPU project trains once, by its notebook, and the
+``test_tpu_*`` tests each check one thing of that run (``tpu_run``): compiling is most of an XLA run's time.
 """
 
 import importlib.util
