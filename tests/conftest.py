@@ -33,17 +33,28 @@ def pytest_xdist_make_scheduler(config, log):
     return SharedRunScheduling(config, log)
 
 
+def timed_bake(cookies, template: str, answers: dict):
+    """pytest-cookies' bake of ``template``, its seconds counted as a bake (tests/suite_costs.py)."""
+    start = time.perf_counter()
+    result = cookies.bake(extra_context=answers, template=str(REPO / template))
+    suite_costs.time_bake(time.perf_counter() - start)
+    return result
+
+
+def baked_project(cookies, template: str, answers: dict) -> Path:
+    """The project baked; fails the test with cookiecutter's error if generation fails."""
+    result = timed_bake(cookies, template, answers)
+    assert result.exception is None, f"baking {template} with {answers} failed: {result.exception!r}"
+    assert result.exit_code == 0
+    return Path(result.project_path)
+
+
 @pytest.fixture
 def bake(cookies):
-    """Bake ``template`` with the given answers; fail with cookiecutter's error if generation fails."""
+    """Bake ``template`` with the given answers, a new project each call."""
 
     def _bake(template: str = "vision-classification", **answers) -> Path:
-        start = time.perf_counter()
-        result = cookies.bake(extra_context=answers, template=str(REPO / template))
-        suite_costs.time_bake(time.perf_counter() - start)
-        assert result.exception is None, f"baking {template} with {answers} failed: {result.exception!r}"
-        assert result.exit_code == 0
-        return Path(result.project_path)
+        return baked_project(cookies, template, answers)
 
     return _bake
 
@@ -57,11 +68,7 @@ def baked(cookies_session):
     def _baked(template: str = "vision-classification", **answers) -> Path:
         key = json.dumps([template, answers], sort_keys=True)
         if key not in projects:
-            start = time.perf_counter()
-            result = cookies_session.bake(extra_context=answers, template=str(REPO / template))
-            suite_costs.time_bake(time.perf_counter() - start)
-            assert result.exception is None, f"baking {template} with {answers} failed: {result.exception!r}"
-            projects[key] = Path(result.project_path)
+            projects[key] = baked_project(cookies_session, template, answers)
         return projects[key]
 
     return _baked
@@ -72,9 +79,6 @@ def bake_result(cookies):
     """Bake and return pytest-cookies' raw result, for tests that expect generation to fail."""
 
     def _bake(template: str = "vision-classification", **answers):
-        start = time.perf_counter()
-        result = cookies.bake(extra_context=answers, template=str(REPO / template))
-        suite_costs.time_bake(time.perf_counter() - start)
-        return result
+        return timed_bake(cookies, template, answers)
 
     return _bake
