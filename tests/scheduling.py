@@ -3,7 +3,8 @@ one shared run (a training run several tests read) all go to one worker, which t
 
 xdist's own ``loadgroup`` mode would do it with ``xdist_group`` marks, but pytest-xdist 3.8 marks the group in
 ``item._nodeid``, which pytest 9 no longer reads: the groups are lost (measured: a shared TPU run made on
-both workers). Here the group travels in the test's parameter id instead, which both sides see.
+both workers). Here the group travels in the test's parameter id instead, which both sides see (and no
+``xdist_group`` mark is set: without xdist, ``-p no:xdist``, ``--strict-markers`` would refuse it).
 """
 
 import re
@@ -17,7 +18,7 @@ _GROUP = re.compile(r"@([^@\[\]]+)\]$")
 
 def on_one_worker(group: str, value: str):
     """A test parameter: every test given it runs on the one worker that runs the shared run ``group``."""
-    return pytest.param(value, id=f"{value}@{group}", marks=pytest.mark.xdist_group(group))
+    return pytest.param(value, id=f"{value}@{group}")
 
 
 class SharedRunScheduling(LoadScopeScheduling):
