@@ -34,6 +34,15 @@ def table(header: list[str], rows: list[list]) -> str:
     return "\n".join(lines)
 
 
+def work_totals(records: list[dict]) -> dict[str, float]:
+    """The seconds of each kind of work, added up over the records."""
+    totals: dict[str, float] = defaultdict(float)
+    for record in records:
+        for kind, seconds in record["kinds"].items():
+            totals[kind] += seconds
+    return totals
+
+
 def report(records: list[dict], slowest: int) -> str:
     span = max(r["start"] + r["wall"] for r in records) - min(r["start"] for r in records)
     workers = sorted({r["worker"] for r in records})
@@ -46,11 +55,8 @@ def report(records: list[dict], slowest: int) -> str:
         "",
     ]
 
-    kinds: dict[str, float] = defaultdict(float)
-    for record in records:
-        for kind, seconds in record["kinds"].items():
-            kinds[kind] += seconds
-    rows = [[kind, minutes(s), f"{100 * s / total:.0f}%"] for kind, s in sorted(kinds.items(), key=lambda x: -x[1])]
+    kinds = sorted(work_totals(records).items(), key=lambda x: -x[1])
+    rows = [[kind, minutes(s), f"{100 * s / total:.0f}%"] for kind, s in kinds]
     out += ["Where the worker time goes:", "", table(["work", "worker min", "share"], rows), ""]
 
     files: dict[str, list[dict]] = defaultdict(list)
@@ -60,11 +66,8 @@ def report(records: list[dict], slowest: int) -> str:
     for name, tests in sorted(files.items(), key=lambda x: -sum(r["wall"] for r in x[1])):
         worker = sum(r["wall"] for r in tests)
         wall = max(r["start"] + r["wall"] for r in tests) - min(r["start"] for r in tests)
-        mix = defaultdict(float)
-        for record in tests:
-            for kind, seconds in record["kinds"].items():
-                mix[kind] += seconds
-        top = ", ".join(f"{k} {100 * s / worker:.0f}%" for k, s in sorted(mix.items(), key=lambda x: -x[1])[:2])
+        mix = sorted(work_totals(tests).items(), key=lambda x: -x[1])[:2]
+        top = ", ".join(f"{k} {100 * s / worker:.0f}%" for k, s in mix)
         cpu = sum(r["cpu"] for r in tests)
         longest = max(r["wall"] for r in tests)
         rows.append([name, len(tests), minutes(worker), minutes(wall), minutes(cpu), f"{longest:.0f}", top])

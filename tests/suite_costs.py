@@ -30,13 +30,13 @@ def kind_of(argv: list[str]) -> str:
         return "generated CI commands"
     if python and words[1:3] == ["-m", "venv"]:
         return "fresh venv"
-    if "pip" in words[:3] or words[1:3] == ["-m", "pip"]:
+    if "pip" in words[:3]:  # pip ..., python -m pip ...
         return "pip"
     if python and "pytest" in words[1:3]:
         return "project's own tests (XLA)" if xla else "project's own tests"
     if python and ("main.py" in words or "torch.distributed.run" in words):
         return "training run (XLA)" if xla else "training run"
-    if words[:1] in (["cookiecutter"], ["cruft"]) or words[:1] == ["git"]:
+    if words[:1] in (["cookiecutter"], ["cruft"], ["git"]):
         return "cookiecutter/cruft/git CLI"
     if words[:1] in (["ruff"], ["pre-commit"], ["check-jsonschema"]):
         return "lint and schema tools"

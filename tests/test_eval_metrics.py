@@ -9,6 +9,7 @@ import math
 from pathlib import Path
 
 import pytest
+from answers import SUPERVISED
 from environments import PYTHON, XLA_CPU, XLA_PYTHON
 from projects import run_cmd
 
@@ -101,11 +102,7 @@ def segmentation_case(xla: bool) -> tuple[dict, dict]:
     return {"batches": [batch]}, {"mIoU": (1 / 3 + 1 / 2) / 21, "pixel_accuracy": 3 / 5, **iou}
 
 
-CASES = [
-    (template, backend)
-    for template in ["vision-classification", "text-classification", "vision-segmentation"]
-    for backend in ["gloo", "xla-tpu"]
-]
+CASES = [(template, backend) for template in SUPERVISED for backend in ["gloo", "xla-tpu"]]
 
 
 @pytest.mark.parametrize(("template", "backend"), CASES)

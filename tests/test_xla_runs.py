@@ -120,8 +120,9 @@ class TpuRun:
 @pytest.fixture(scope="session")
 def tpu_run(baked, tmp_path_factory) -> Callable[[str], TpuRun]:
     """The template's one TPU run (see TPU_RUNS), made the first time a test asks for it on this worker:
-    the tests of a template share an xdist group, so one worker runs them all, after one run."""
-    runs: dict[str, TpuRun] = {}
+    the tests of a template share an xdist group, so one worker runs them all, after one run. A run that
+    failed fails its other tests with the same error, without running again."""
+    runs: dict[str, TpuRun | BaseException] = {}
 
     def run(template: str) -> TpuRun:
         if template not in runs:
@@ -129,9 +130,14 @@ def tpu_run(baked, tmp_path_factory) -> Callable[[str], TpuRun]:
             project = baked(template, backend="xla-tpu", **answers)  # the notebook runs in a folder of its own
             folder = tmp_path_factory.mktemp(f"tpu-{template}")
             config = {**THREE_EPOCHS, **config, **XLA_CPU_CONFIG.get(template, {})}
-            executed = run_notebook_alone(project, folder, XLA_PYTHON, XLA_CPU, **config)
-            (run_dir,) = (folder / "logs").iterdir()
-            runs[template] = TpuRun(project, folder, run_dir, nbformat.read(executed, as_version=4))
+            try:
+                executed = run_notebook_alone(project, folder, XLA_PYTHON, XLA_CPU, **config)
+                (run_dir,) = (folder / "logs").iterdir()
+                runs[template] = TpuRun(project, folder, run_dir, nbformat.read(executed, as_version=4))
+            except BaseException as failure:  # an AssertionError from run_cmd, with the notebook's output
+                runs[template] = failure
+        if isinstance(runs[template], BaseException):
+            raise runs[template]
         return runs[template]
 
     return run
@@ -147,7 +153,7 @@ def test_tpu_notebook_runs_top_to_bottom_on_an_xla_cpu_device(tpu_run, template:
     assert "already installed: nothing to do" in setup_output, "the install cell must skip a present torch_xla"
     for path in ("main.py", "utils.py", "xla.py", "README.md"):
         assert (run.folder / path).read_bytes() == (run.project / path).read_bytes(), f"the notebook's {path}"
-    argv, env = readme_train_command(run.project, python="python")
+    _, env = readme_train_command(run.project, python="python")
     assert env == {"PJRT_DEVICE": "TPU"}, "the README (and so the notebook) trains on the TPU"
 
 
