@@ -15,7 +15,10 @@ def run_recording_ranks(
     """Run a distributed training command; return it and what each of its processes trained on, by rank.
 
     ``tests/rank_probe/sitecustomize.py`` records, in every process, its rank, the trainer's iteration and
-    epoch, a digest of each training batch and the networks' final weights: the log shows rank 0 only.
+    epoch, a digest of each training batch and the networks' final weights: the log shows rank 0 only. It
+    also leaves a gloo thread in Python as the processes end: if they then abort (SIGABRT, "terminate called
+    without an active exception"), a training process ended through the interpreter's shutdown instead of
+    ``end_process`` (preemption.py).
     """
     import torch
 

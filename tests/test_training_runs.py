@@ -225,25 +225,33 @@ TEXT_RUNS = {
 }
 
 
-def train_with_launcher(bake, template: str, launcher: str, answers: dict, overrides: dict, metric: str = "accuracy"):
+def train_with_launcher(
+    bake, tmp_path, template: str, launcher: str, answers: dict, overrides: dict, metric: str = "accuracy"
+):
     """Bake ``template`` for ``launcher``, train with the README's command (2 processes but with none), check
-    the run; return its directory and log."""
+    the run, and that both processes trained, each on its own batches; return its directory and log."""
     if launcher != "none":
         answers = {**answers, "master_port": free_port()}
     project = bake(template, launcher=launcher, **answers)
     make_offline(project, **overrides)
     argv, _ = readme_train_command(project)
-    proc = run_cmd(argv, cwd=project, timeout=600)
+    if launcher == "none":
+        proc = run_cmd(argv, cwd=project, timeout=600)
+    else:
+        proc, ranks = run_recording_ranks(argv, project, tmp_path / "ranks")
     run_dir, log = check_run(project, metric=metric)
     assert f"World size: {1 if launcher == 'none' else 2}" in log["text"]
     assert "Traceback" not in proc.stderr
+    if launcher != "none":
+        checkpoint = load_checkpoint(run_dir / "training_checkpoint_6.pt")
+        check_both_ranks_trained(ranks, iterations=6, networks=[checkpoint["model"]])
     return run_dir, log
 
 
 @pytest.mark.parametrize("launcher", list(TEXT_RUNS))
-def test_text_project_trains_with_each_launcher(bake, launcher: str) -> None:
+def test_text_project_trains_with_each_launcher(bake, tmp_path, launcher: str) -> None:
     answers, overrides = TEXT_RUNS[launcher]
-    run_dir, _ = train_with_launcher(bake, "text-classification", launcher, answers, overrides)
+    run_dir, _ = train_with_launcher(bake, tmp_path, "text-classification", launcher, answers, overrides)
     checkpoint = load_checkpoint(
         run_dir / "training_checkpoint_6.pt", deterministic=answers.get("deterministic", False)
     )
@@ -267,10 +275,12 @@ SEGMENTATION_RUNS = {
 
 
 @pytest.mark.parametrize("launcher", list(SEGMENTATION_RUNS))
-def test_segmentation_project_trains_with_each_launcher(bake, launcher: str) -> None:
+def test_segmentation_project_trains_with_each_launcher(bake, tmp_path, launcher: str) -> None:
     answers, overrides = SEGMENTATION_RUNS[launcher]
     overrides = {"accumulation_steps": 2, **overrides}
-    run_dir, log = train_with_launcher(bake, "vision-segmentation", launcher, answers, overrides, metric="mIoU")
+    run_dir, log = train_with_launcher(
+        bake, tmp_path, "vision-segmentation", launcher, answers, overrides, metric="mIoU"
+    )
     assert all({"pixel_accuracy", "IoU_background", "IoU_tvmonitor"} <= set(e) for e in log["evals"]), log["evals"]
     checkpoint = load_checkpoint(
         run_dir / "training_checkpoint_6.pt", deterministic=answers.get("deterministic", False)

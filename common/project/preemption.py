@@ -7,12 +7,18 @@ training checkpoint, and the command exits with status 128 + the signal's number
 again finds that run (its ``config-lock.yaml`` matches) and continues it, from its newest complete checkpoint.
 """
 
+{% if not flags.xla %}
+import atexit
+{% endif %}
 import multiprocessing
 import os
 {% if flags.xla %}
 import shutil
 {% endif %}
 import signal
+{% if not flags.xla %}
+import sys
+{% endif %}
 {% if flags.xla %}
 import tempfile
 {% endif %}
@@ -23,7 +29,7 @@ from collections.abc import Callable
 {% endif %}
 from pathlib import Path
 from types import SimpleNamespace
-from typing import Any
+from typing import Any{{ ", NoReturn" if not flags.xla }}
 
 import ignite.distributed as idist
 import yaml
@@ -128,10 +134,30 @@ def ignore_stop_signals(_worker_id: int) -> None:
         signal.signal(signum, signal.SIG_IGN)
 
 
+def exit_status() -> int:
+    """The status a process exits with after training: 128 + the stop signal's number (130 for Ctrl-C), or 0."""
+    return 0 if STOP.signum is None else 128 + STOP.signum
+
+
 def exit_if_stopped() -> None:
-    """After training: exit with status 128 + the signal's number if a signal stopped it (130 for Ctrl-C)."""
+    """After training: exit with status 128 + the signal's number if a signal stopped it."""
     if STOP.signum is not None:
-        raise SystemExit(128 + STOP.signum)
+        raise SystemExit(exit_status())
+{% if not flags.xla %}
+
+
+def end_process(status: int) -> NoReturn:
+    """End a training process with ``status`` once its exit handlers have run (the log file, the tracker).
+
+    Not through the interpreter's shutdown: gloo's worker threads outlive ``destroy_process_group`` here
+    (torch 2.9), and one still finishing a collective when the interpreter shuts down aborts the process
+    after training that succeeded ("terminate called without an active exception", SIGABRT).
+    """
+    atexit._run_exitfuncs()  # what the interpreter's shutdown would run first
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(status)
+{% endif %}
 
 
 def setup_clean_stop(

@@ -31,7 +31,7 @@ from tqdm import tqdm
 {% if flags.xla %}
 from preemption import catch_stop_signals, replicas_started
 {% else %}
-from preemption import catch_stop_signals, exit_if_stopped
+from preemption import catch_stop_signals, end_process, {{ "exit_if_stopped" if flags.spawn_here else "exit_status" }}
 {% endif %}
 from runs import setup_run_dir
 {% if flags.xla %}
@@ -147,8 +147,16 @@ def launch(run: RunFn, config: SimpleNamespace) -> None:
         }
     catch_stop_signals()  # a stop signal is forwarded to the processes started here (preemption.py)
     with idist.Parallel(backend=config.backend, **spawn_kwargs) as parallel:
-        parallel.run(run, config)
+        parallel.run(train_process, run, config)
     exit_if_stopped()
+
+
+def train_process(local_rank: int, run: RunFn, config: SimpleNamespace) -> None:
+    """``run`` in one training process; a process started by ``launch`` then ends (end_process)."""
+    run(local_rank, config)
+    if config.backend is not None:  # else this is launch's own process, which goes on to exit_if_stopped
+        idist.finalize()  # what ignite does once ``run`` returns
+        end_process(0)  # launch, which started this process, reports a stop with its own status
 {% elif not flags.xla %}
 
 
@@ -159,7 +167,7 @@ def launch(run: RunFn, config: SimpleNamespace) -> None:
     # torchrun (or no launcher at all) has already started the processes: ignite joins them.
     with idist.Parallel(backend=config.backend) as parallel:
         parallel.run(run, config)
-    exit_if_stopped()
+    end_process(exit_status())
 {% endif %}
 
 

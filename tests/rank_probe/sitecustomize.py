@@ -6,12 +6,19 @@ workers and the processes ignite spawns alike) when ``RANK_PROBE_DIR`` is set. I
 the trainer's run ends, the process writes ``rank<N>.pt`` there: its rank and world size, the trainer's
 iteration and epoch, a digest of every training batch it took, and each network's final weights (and which
 of them are parameters).
+
+Then, with gloo and several processes, it leaves a gloo worker thread in Python while the process ends, as
+a run's last collective can: a training process that ended through the interpreter's shutdown
+would abort then ("terminate called without an active exception", SIGABRT). The generated code ends them
+without it (``end_process`` in preemption.py); the run's exit status shows it did.
 """
 
 import os
 
 if os.environ.get("RANK_PROBE_DIR"):
     import hashlib
+    import threading
+    import time
     from pathlib import Path
 
     import ignite.distributed as idist
@@ -63,7 +70,21 @@ if os.environ.get("RANK_PROBE_DIR"):
             "parameters": [[name for name, _ in getattr(m, "module", m).named_parameters()] for m in _models],
         }
         torch.save(record, Path(os.environ["RANK_PROBE_DIR"]) / f"rank{rank}.pt")
+        _keep_a_gloo_thread_busy()
         return state
+
+    def _keep_a_gloo_thread_busy() -> None:
+        """A collective whose completion callback keeps the gloo worker thread that ran it in Python for good,
+        taking the GIL every 10 ms: once the interpreter shuts down, the next time aborts the process."""
+
+        def nap_forever(_future) -> None:
+            if threading.current_thread() is threading.main_thread():
+                return  # the collective had completed: the callback runs here, in the training thread
+            while True:
+                time.sleep(0.01)
+
+        if idist.backend() == "gloo" and idist.get_world_size() > 1:
+            torch.distributed.all_reduce(torch.zeros(1), async_op=True).get_future().then(nap_forever)
 
     idist.auto_model = auto_model
     Engine.run = run
