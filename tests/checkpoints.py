@@ -1,6 +1,10 @@
 """Checkpoints loaded as the generated code loads them, and compared bit for bit."""
 
+import json
 from pathlib import Path
+
+from environments import PYTHON
+from projects import run_cmd
 
 
 def load_checkpoint(path: Path, deterministic: bool = False) -> dict:
@@ -41,3 +45,30 @@ def differences(saved, expected, where: str = "checkpoint") -> list[str]:
     if isinstance(expected, np.ndarray):
         return [] if np.array_equal(saved, expected) else [f"{where}: arrays differ"]
     return [] if type(saved) is type(expected) and saved == expected else [f"{where}: {saved!r} != {expected!r}"]
+
+
+# Run in the base venv: loads a checkpoint as a user without torch_xla would, with no map_location (a
+# tensor saved on the XLA device would then fail to load, or load onto it), and prints where its tensors are.
+LOAD_AS_SAVED = """
+import importlib.util, json, sys, torch
+
+def tensors(value):
+    if isinstance(value, torch.Tensor):
+        yield value
+    elif isinstance(value, dict | list | tuple):
+        for item in value.values() if isinstance(value, dict) else value:
+            yield from tensors(item)
+
+checkpoint = torch.load(sys.argv[1], weights_only=True)
+devices = [str(tensor.device) for tensor in tensors(checkpoint)]
+print(json.dumps({"torch_xla": importlib.util.find_spec("torch_xla") is not None, "devices": devices}))
+"""
+
+
+def check_loads_without_torch_xla(checkpoint: Path) -> None:
+    """The checkpoint of an XLA run holds CPU tensors as saved: it loads where no XLA device exists."""
+    proc = run_cmd([PYTHON, "-c", LOAD_AS_SAVED, str(checkpoint)], cwd=checkpoint.parent)
+    loaded = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert not loaded["torch_xla"], f"{PYTHON} must be an environment without torch_xla"
+    assert loaded["devices"], f"{checkpoint.name} holds no tensors"
+    assert set(loaded["devices"]) == {"cpu"}, f"{checkpoint.name} must hold CPU tensors only: {loaded['devices']}"

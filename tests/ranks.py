@@ -1,4 +1,4 @@
-"""What each process of a distributed run trained on (recorded by tests/rank_probe), and the checks of it."""
+"""What each process of a distributed run trained on (tests/probes/rank_records.py), and the checks of it."""
 
 import os
 import subprocess
@@ -10,11 +10,11 @@ from projects import run_cmd
 
 
 def run_recording_ranks(
-    cmd: list[str], cwd: Path, records: Path, timeout: int = 600
+    cmd: list[str], cwd: Path, records: Path, timeout: int = 600, env: dict | None = None
 ) -> tuple[subprocess.CompletedProcess, list[dict]]:
     """Run a distributed training command; return it and what each of its processes trained on, by rank.
 
-    ``tests/rank_probe/sitecustomize.py`` records, in every process, its rank, the trainer's iteration and
+    ``tests/probes/rank_records.py`` records, in every process, its rank, the trainer's iteration and
     epoch, a digest of each training batch and the networks' final weights: the log shows rank 0 only. It
     also leaves a gloo thread in Python as the processes end: if they then abort (SIGABRT, "terminate called
     without an active exception"), a training process ended through the interpreter's shutdown instead of
@@ -23,9 +23,9 @@ def run_recording_ranks(
     import torch
 
     records.mkdir(parents=True, exist_ok=True)
-    paths = [str(REPO / "tests" / "rank_probe"), os.environ.get("PYTHONPATH", "")]
-    env = {"PYTHONPATH": os.pathsep.join(filter(None, paths)), "RANK_PROBE_DIR": str(records)}
-    proc = run_cmd(cmd, cwd, timeout, env=env)
+    paths = [str(REPO / "tests" / "probes"), os.environ.get("PYTHONPATH", "")]
+    probe = {"PYTHONPATH": os.pathsep.join(filter(None, paths)), "RANK_PROBE_DIR": str(records)}
+    proc = run_cmd(cmd, cwd, timeout, env={**probe, **(env or {})})
     return proc, [torch.load(path, weights_only=True) for path in sorted(records.glob("rank*.pt"))]
 
 

@@ -144,7 +144,7 @@ def test_sigterm_to_the_launcher_stops_both_processes_at_one_iteration_and_the_r
     argv, _ = readme_train_command(project)
     records = tmp_path / "ranks"
     records.mkdir()
-    env = {**os.environ, "PYTHONPATH": str(Path(__file__).parent / "rank_probe"), "RANK_PROBE_DIR": str(records)}
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).parent / "probes"), "RANK_PROBE_DIR": str(records)}
     output = {"stdout": subprocess.PIPE, "stderr": subprocess.STDOUT, "text": True}
     with subprocess.Popen(argv, cwd=project, env=env, **output) as run:
         run_dir = wait_for_iteration(project, run, 2)

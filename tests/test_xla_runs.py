@@ -17,8 +17,8 @@ import nbformat
 import pytest
 import yaml
 from answers import TEMPLATES, template_context
-from checkpoints import load_checkpoint
-from environments import PYTHON, XLA_CPU, XLA_CPU_CONFIG, XLA_PYTHON
+from checkpoints import check_loads_without_torch_xla, load_checkpoint
+from environments import XLA_CPU, XLA_CPU_CONFIG, XLA_PYTHON
 from notebooks import run_notebook_alone, setup_cell
 from projects import LEARNING_TESTS, load_module, make_offline, read_log, readme_train_command, run_cmd, run_dirs
 from scheduling import on_one_worker
@@ -26,33 +26,6 @@ from torchvision.models import resnet18
 from torchvision.models.segmentation import deeplabv3_mobilenet_v3_large
 
 pytestmark = pytest.mark.slow  # they train generated projects on the XLA CPU device: not in the quick lane
-
-
-# Run in the base venv: loads a checkpoint as a user without torch_xla would, with no map_location (a
-# tensor saved on the XLA device would then fail to load, or load onto it), and prints where its tensors are.
-LOAD_AS_SAVED = """
-import importlib.util, json, sys, torch
-
-def tensors(value):
-    if isinstance(value, torch.Tensor):
-        yield value
-    elif isinstance(value, dict | list | tuple):
-        for item in value.values() if isinstance(value, dict) else value:
-            yield from tensors(item)
-
-checkpoint = torch.load(sys.argv[1], weights_only=True)
-devices = [str(tensor.device) for tensor in tensors(checkpoint)]
-print(json.dumps({"torch_xla": importlib.util.find_spec("torch_xla") is not None, "devices": devices}))
-"""
-
-
-def check_loads_without_torch_xla(checkpoint: Path) -> None:
-    """The checkpoint of an XLA run holds CPU tensors as saved: it loads where no XLA device exists."""
-    proc = run_cmd([PYTHON, "-c", LOAD_AS_SAVED, str(checkpoint)], cwd=checkpoint.parent)
-    loaded = json.loads(proc.stdout.strip().splitlines()[-1])
-    assert not loaded["torch_xla"], f"{PYTHON} must be an environment without torch_xla"
-    assert loaded["devices"], f"{checkpoint.name} holds no tensors"
-    assert set(loaded["devices"]) == {"cpu"}, f"{checkpoint.name} must hold CPU tensors only: {loaded['devices']}"
 
 
 @pytest.fixture(autouse=True)

@@ -109,28 +109,6 @@ def setup_checkpoints(trainer: Engine, to_save: dict[str, Any], config: SimpleNa
     return save_training
 
 
-class SaveThenRemove(DiskSaver):
-    """DiskSaver that removes a file ignite's Checkpoint drops only once the next one is complete.
-
-    Checkpoint removes the oldest file before it writes the next: a run killed in between would keep
-    ``n_saved - 1`` checkpoints (none with ``n_saved: 1``).
-    """
-
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
-        self.dropped: list[str] = []
-
-    def remove(self, filename: str) -> None:
-        self.dropped.append(filename)
-
-    def __call__(self, checkpoint: Any, filename: str, metadata: Any = None) -> None:
-        super().__call__(checkpoint, filename, metadata)
-        for dropped in self.dropped:
-            if dropped != filename:  # rewritten in place
-                super().remove(dropped)
-        self.dropped.clear()
-
-
 def saved_training_checkpoints(run_dir: Path, filename_prefix: str) -> list[tuple[int, Path]]:
     """The complete training checkpoints in ``run_dir``, as (iteration, path), oldest first.
 
@@ -142,6 +120,36 @@ def saved_training_checkpoints(run_dir: Path, filename_prefix: str) -> list[tupl
     return sorted((iteration, path) for iteration, path in saved if zipfile.is_zipfile(path))
 {% endif %}
 {% if flags.save_checkpoints %}
+
+
+class SaveThenRemove(DiskSaver):
+    """DiskSaver that removes a file ignite's Checkpoint drops only once the next one is complete.
+
+    Checkpoint removes the oldest file before it writes the next: a run killed in between would keep
+    ``n_saved - 1`` checkpoints (none with ``n_saved: 1``).
+{% if flags.xla %}
+    On XLA only replica 0 saves: ignite 0.5.5's DiskSaver has every replica rename a temporary file onto
+    the checkpoint, an empty one but for replica 0's.
+{% endif %}
+    """
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.dropped: list[str] = []
+
+    def remove(self, filename: str) -> None:
+        self.dropped.append(filename)
+
+    def __call__(self, checkpoint: Any, filename: str, metadata: Any = None) -> None:
+{% if flags.xla %}
+        if idist.get_rank() != self.save_on_rank:
+            return
+{% endif %}
+        super().__call__(checkpoint, filename, metadata)
+        for dropped in self.dropped:
+            if dropped != filename:  # rewritten in place
+                super().remove(dropped)
+        self.dropped.clear()
 
 
 def count_saved_files(handler: Checkpoint, saved: list[tuple[float, Path]]) -> None:
@@ -157,7 +165,7 @@ def setup_best_models(
     """Keep the model of the ``n_saved`` best evaluations by {{ flags.eval_metric }}, named after the epoch and the score."""
     save_best = Checkpoint(
         {"model": model},
-        DiskSaver(run_dir, require_empty=False),
+        SaveThenRemove(run_dir, require_empty=False),
         filename_prefix="best",
         score_function=Checkpoint.get_default_score_fn("{{ flags.eval_metric }}"),
         score_name="{{ flags.eval_metric }}",

@@ -13,9 +13,7 @@ from types import SimpleNamespace
 from typing import Any
 
 import ignite.distributed as idist
-{% if flags.eval_metric %}
 import torch
-{% endif %}
 import torch_xla
 import torch_xla.core.xla_model as xm
 import torch_xla.debug.metrics as met
@@ -38,10 +36,7 @@ REMOVED_NAMES = {
 
 
 def add_removed_names() -> list[str]:
-    """Add the removed names back where they are missing (an older torch_xla or a fixed ignite is left alone).
-
-    Returns the names that were added.
-    """
+    """Add the removed names back where missing (an older torch_xla or a fixed ignite is left alone); return them."""
     added = [name for name in REMOVED_NAMES if not hasattr(xm, name)]
     for name in added:
         setattr(xm, name, REMOVED_NAMES[name])
@@ -84,13 +79,19 @@ def check_replicas(config: SimpleNamespace, logger: logging.Logger) -> None:
         )
 
 
-def device_loader(loader: Any) -> Any:
-    """The training loader in torch_xla's MpDeviceLoader, where ignite has not wrapped it (it does for
-    several replicas only).
+def start_alike(*models: torch.nn.Module, buffers_only: bool = False) -> None:
+    """Give every replica replica 0's weights (each initialised its own, from a seed of its own: start_run),
+    or its buffers only (BatchNorm's statistics follow each replica's batches)."""
+    for model in models:
+        tensors = [*model.buffers()] if buffers_only else [*model.parameters(), *model.buffers()]
+        if tensors:
+            xm.collective_broadcast(tensors)
+    torch_xla.sync()
 
-    The device loader copies the next batches to the TPU while a step runs (the step ends its own lazy
-    graph: see engine.training_engine).
-    """
+
+def device_loader(loader: Any) -> Any:
+    """The training loader in torch_xla's MpDeviceLoader, which copies the next batches to the TPU while a step
+    runs (ignite has wrapped it already on several replicas)."""
     if idist.get_world_size() > 1:
         return loader
     return pl.MpDeviceLoader(loader, idist.device())
@@ -115,11 +116,8 @@ class _PadToBatchSize:
 
 
 def eval_device_loader(loader: Any) -> pl.MpDeviceLoader:
-    """The eval loader on the TPU, its batches padded to one shape: ``(batch, number of real rows)``.
-
-    The DataLoader is rebuilt with the same dataset, sampler (a replica's shard) and settings, and a
-    padding collate function.
-    """
+    """The eval loader on the TPU, its batches padded to one shape: ``(batch, number of real rows)``. The
+    DataLoader is rebuilt with the same dataset, sampler (a replica's shard), settings and a padding collate."""
     loader = getattr(loader, "_loader", loader)  # on several replicas, ignite has wrapped it already
     if loader.batch_size is None:
         raise ValueError("eval_device_loader needs a DataLoader with a batch_size, not a batch_sampler")

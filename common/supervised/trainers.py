@@ -35,7 +35,7 @@ from tracking import setup_tracking
 {% endif %}
 from utils import RunOutputs, log_metrics
 {% if flags.xla %}
-from xla import setup_xla_metrics
+from xla import setup_xla_metrics, start_alike
 {% endif %}
 
 
@@ -118,7 +118,14 @@ def setup_evaluator(model: nn.Module, autocast: Callable[[], AbstractContextMana
         return logits.float(), targets
 {% endif %}
 
+{% if flags.xla %}
+    evaluator = Engine(eval_step)
+    # Each replica's BatchNorm statistics follow its own batches: all evaluate replica 0's model, as saved.
+    evaluator.add_event_handler(Events.STARTED, lambda _: start_alike(model, buffers_only=True))
+    return evaluator
+{% else %}
     return Engine(eval_step)
+{% endif %}
 
 
 def train_and_evaluate(

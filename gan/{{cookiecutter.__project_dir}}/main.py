@@ -26,7 +26,7 @@ from tracking import setup_tracking
 from trainers import setup_trainer
 from utils import cli, start_run
 {% if flags.xla %}
-from xla import device_loader, setup_xla_metrics
+from xla import device_loader, setup_xla_metrics, start_alike
 {% endif %}
 
 
@@ -46,6 +46,7 @@ def run(local_rank: int, config: SimpleNamespace) -> None:
     # Adam with beta1 = 0.5 (instead of 0.9), as in the DCGAN paper: less momentum, steadier training.
     betas = (config.beta1, 0.999)
 {% if flags.xla %}
+    start_alike(generator, discriminator)  # every replica begins from replica 0's weights
     # Plain optimizers on TPU: the trainer steps them with xm.optimizer_step, which also all-reduces
     # the gradients (ignite 0.5.5's auto_optim fails on XLA).
     optimizer_g = optim.Adam(generator.parameters(), lr=config.lr, betas=betas)

@@ -12,7 +12,7 @@ from models import setup_model
 from trainers import train_and_evaluate
 from utils import cli, start_run
 {% if flags.xla %}
-from xla import device_loader, eval_device_loader
+from xla import device_loader, eval_device_loader, start_alike
 {% endif %}
 
 
@@ -29,6 +29,7 @@ def run(local_rank: int, config: SimpleNamespace) -> None:
 
     model = idist.auto_model(setup_model(config.model, num_classes=NUM_CLASSES))
 {% if flags.xla %}
+    start_alike(model)  # every replica begins from replica 0's weights
     # A plain optimizer on TPU: the trainer steps it with xm.optimizer_step, which also
     # all-reduces the gradients (ignite 0.5.5's auto_optim fails on XLA).
     optimizer = optim.Adam(model.parameters(), lr=config.lr)

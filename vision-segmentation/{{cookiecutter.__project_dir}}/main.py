@@ -13,7 +13,7 @@ from pictures import PredictionPictures
 from trainers import train_and_evaluate
 from utils import cli, start_run
 {% if flags.xla %}
-from xla import device_loader, eval_device_loader
+from xla import device_loader, eval_device_loader, start_alike
 {% endif %}
 
 
@@ -22,8 +22,10 @@ def run(local_rank: int, config: SimpleNamespace) -> None:
     outputs = start_run(config)
 
     train_loader, eval_loader = setup_data(config)
-    # The same few eval images are drawn with their predicted masks after each epoch.
-    samples = [eval_loader.dataset[index] for index in range(config.num_pictures)]
+    # The same few eval images are drawn with their predicted masks after each epoch. (On several TPU
+    # replicas, ignite has wrapped the DataLoader in a device loader.)
+    eval_set = getattr(eval_loader, "_loader", eval_loader).dataset
+    samples = [eval_set[index] for index in range(config.num_pictures)]
 {% if flags.xla %}
     train_loader = device_loader(train_loader)
     eval_loader = eval_device_loader(eval_loader)
@@ -33,6 +35,7 @@ def run(local_rank: int, config: SimpleNamespace) -> None:
     network = setup_model(config.model, NUM_CLASSES, config.weights_backbone)
     model = idist.auto_model(network)
 {% if flags.xla %}
+    start_alike(model)  # every replica begins from replica 0's weights
     # A plain optimizer on TPU: the trainer steps it with xm.optimizer_step, which also
     # all-reduces the gradients (ignite 0.5.5's auto_optim fails on XLA).
     optimizer = optim.SGD(model.parameters(), lr=config.lr, momentum=config.momentum, weight_decay=config.weight_decay)

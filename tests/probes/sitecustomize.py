@@ -1,0 +1,13 @@
+"""The tests' probes, imported at start-up by every process whose PYTHONPATH names this directory
+(torchrun's workers, the processes ignite spawns, the process torch_xla.launch starts):
+
+- ``XLA_CPU_REPLICAS=N``: the XLA CPU runtime as N replicas with working collectives (xla_cpu_replicas.py);
+- ``RANK_PROBE_DIR``: what each process, or replica, trained on, written there (rank_records.py).
+"""
+
+import os
+
+if os.environ.get("XLA_CPU_REPLICAS"):
+    import xla_cpu_replicas  # noqa: F401  (first: it sets the XLA runtime's environment)
+if os.environ.get("RANK_PROBE_DIR"):
+    import rank_records  # noqa: F401

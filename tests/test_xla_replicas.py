@@ -1,0 +1,83 @@
+"""TPU projects trained as 8 replicas, the TPU rule, with the README's command and the generated code unchanged.
+
+No TPU exists here: ``tests/probes/xla_cpu_replicas.py`` makes the XLA CPU runtime 8 devices with working
+collectives (its replicas are threads of one process), and ``tests/probes/rank_records.py`` records what
+each replica trained on. These runs check what only several replicas show: the gradients all-reduced, a
+shard of the data each, the training checkpoints written once, by replica 0.
+"""
+
+import re
+from pathlib import Path
+
+import pytest
+import torch
+import yaml
+from answers import TEMPLATES
+from checkpoints import check_loads_without_torch_xla, differences, load_checkpoint
+from environments import XLA_CPU, XLA_CPU_CONFIG, XLA_PYTHON
+from projects import make_offline, read_log, readme_train_command, run_dirs
+from ranks import run_recording_ranks
+
+pytestmark = pytest.mark.slow  # 8 XLA replicas on 2 cores: not in the quick lane
+
+REPLICAS = 8
+# 2 samples per replica and step (BatchNorm needs 2), 2 epochs of 3 iterations.
+REPLICA_CONFIG = {"batch_size": 2 * REPLICAS, "eval_batch_size": 2 * REPLICAS}
+
+
+def train_as_replicas(bake, tmp_path: Path, template: str, **env: str) -> tuple[Path, dict, list[dict]]:
+    """Bake ``template`` for the TPU and train it with its README's command as 8 XLA replicas on the CPU;
+    return the run directory, its log and each replica's record, by rank."""
+    project = bake(template, backend="xla-tpu")
+    keys = yaml.safe_load((project / "config.yaml").read_text())
+    make_offline(project, **{k: v for k, v in REPLICA_CONFIG.items() if k in keys}, **XLA_CPU_CONFIG.get(template, {}))
+    argv, readme_env = readme_train_command(project, python=XLA_PYTHON)
+    assert readme_env == {"PJRT_DEVICE": "TPU"}, "the README runs on the TPU: the harness makes it the CPU"
+    harness = {"XLA_CPU_REPLICAS": str(REPLICAS), "XLA_FLAGS": XLA_CPU["XLA_FLAGS"], **readme_env, **env}
+    _, ranks = run_recording_ranks(argv, project, tmp_path / "ranks", env=harness)
+    (run_dir,) = run_dirs(project)
+    return run_dir, read_log(run_dir), ranks
+
+
+def parameters(record: dict) -> list[dict[str, torch.Tensor]]:
+    """Each network's parameters (not its buffers: BatchNorm's statistics follow each replica's batches)."""
+    return [{n: w[n] for n in names} for w, names in zip(record["weights"], record["parameters"], strict=True)]
+
+
+@pytest.mark.parametrize("template", TEMPLATES)
+def test_tpu_project_trains_as_8_replicas_that_end_alike_on_shards_of_their_own(bake, tmp_path, template) -> None:
+    run_dir, log, ranks = train_as_replicas(bake, tmp_path, template)
+    assert "World size: 8, backend: xla-tpu" in log["text"], log["text"][-3000:]
+    assert [(r["rank"], r["world_size"], r["iteration"]) for r in ranks] == [(k, 8, 6) for k in range(8)], (
+        "each of the 8 replicas must train all 6 iterations"
+    )
+    # The gradients are all-reduced (xm.optimizer_step) and every replica began from replica 0's weights.
+    for record in ranks[1:]:
+        diffs = differences(parameters(record), parameters(ranks[0]), f"replica {record['rank']}")
+        assert not diffs, "every replica must end with replica 0's parameters:\n" + "\n".join(diffs[:10])
+    batches = [batch for record in ranks for batch in record["batches"]]
+    assert len(set(batches)) == len(batches) == 8 * 6, "each replica must train on batches of its own shard"
+    # The counters are the process's, all 8 replicas together: none compiled after the first epoch.
+    compiled = re.search(r"compilations per epoch \[(\d+), (\d+)\]", log["text"])
+    assert compiled, f"no XLA counters in training.log:\n{log['text'][-2000:]}"
+    assert compiled[2] == "0", f"8 replicas compiled again in epoch 2: {compiled[0]}"
+    # Training checkpoints: written once per save, by replica 0, loadable without torch_xla.
+    checkpoints = sorted(path.name for path in run_dir.glob("training_checkpoint_*.pt"))
+    assert checkpoints == ["training_checkpoint_3.pt", "training_checkpoint_6.pt"], checkpoints
+    for record in ranks:
+        put = [name for name in record["renamed"] if name.endswith(".pt")]
+        expected = [name for name in ranks[0]["renamed"] if name.endswith(".pt")] if record["rank"] == 0 else []
+        assert put == expected, f"replica {record['rank']} put {put} in place: only replica 0 writes checkpoints"
+    assert set(checkpoints) <= set(ranks[0]["renamed"]), "replica 0 wrote the training checkpoints"
+    saved = load_checkpoint(run_dir / "training_checkpoint_6.pt")
+    networks = [saved["model"]] if "model" in saved else [saved["generator"], saved["discriminator"]]
+    saved_parameters = [{n: w[n] for n in names} for w, names in zip(networks, ranks[0]["parameters"], strict=True)]
+    assert not differences(saved_parameters, parameters(ranks[0]), "checkpoint"), "the checkpoint is replica 0's"
+    check_loads_without_torch_xla(run_dir / "training_checkpoint_6.pt")
+
+
+def test_replicas_without_the_gradient_all_reduce_end_apart(bake, tmp_path) -> None:
+    """The negative control of the test above: its equality of weights is the all-reduce's doing."""
+    _, _, ranks = train_as_replicas(bake, tmp_path, "vision-classification", XLA_CPU_REPLICAS_UNREDUCED="1")
+    apart = [r["rank"] for r in ranks[1:] if differences(parameters(r), parameters(ranks[0]), "replica")]
+    assert apart == list(range(1, 8)), f"without the all-reduce, replicas {apart} only ended apart from replica 0"
