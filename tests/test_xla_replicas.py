@@ -14,26 +14,32 @@ import torch
 import yaml
 from answers import TEMPLATES
 from checkpoints import check_loads_without_torch_xla, differences, load_checkpoint
-from environments import XLA_CPU, XLA_CPU_CONFIG, XLA_PYTHON
+from environments import XLA_CPU, XLA_PYTHON
 from projects import make_offline, read_log, readme_train_command, run_dirs
 from ranks import run_recording_ranks
 
 pytestmark = pytest.mark.slow  # 8 XLA replicas on 2 cores: not in the quick lane
 
 REPLICAS = 8
-# 2 samples per replica and step (BatchNorm needs 2), 2 epochs of 3 iterations.
+# 2 samples per replica and step (BatchNorm needs 2), 2 epochs of 3 iterations. Segmentation on LR-ASPP, its
+# lightest model (compiling DeepLabV3 8 times over takes minutes on 2 cores).
 REPLICA_CONFIG = {"batch_size": 2 * REPLICAS, "eval_batch_size": 2 * REPLICAS}
+REPLICA_MODELS = {"vision-segmentation": {"model": "lraspp_mobilenet_v3_large"}}
 
 
-def train_as_replicas(bake, tmp_path: Path, template: str, **env: str) -> tuple[Path, dict, list[dict]]:
-    """Bake ``template`` for the TPU and train it with its README's command as 8 XLA replicas on the CPU;
-    return the run directory, its log and each replica's record, by rank."""
+def train_as_replicas(
+    bake, tmp_path: Path, template: str, env: dict | None = None, **config: int
+) -> tuple[Path, dict, list[dict]]:
+    """Bake ``template`` for the TPU and train it with its README's command as 8 XLA replicas on the CPU,
+    with these config values; return the run directory, its log and each replica's record, by rank."""
     project = bake(template, backend="xla-tpu")
     keys = yaml.safe_load((project / "config.yaml").read_text())
-    make_offline(project, **{k: v for k, v in REPLICA_CONFIG.items() if k in keys}, **XLA_CPU_CONFIG.get(template, {}))
+    make_offline(
+        project, **{k: v for k, v in REPLICA_CONFIG.items() if k in keys}, **REPLICA_MODELS.get(template, {}), **config
+    )
     argv, readme_env = readme_train_command(project, python=XLA_PYTHON)
     assert readme_env == {"PJRT_DEVICE": "TPU"}, "the README runs on the TPU: the harness makes it the CPU"
-    harness = {"XLA_CPU_REPLICAS": str(REPLICAS), "XLA_FLAGS": XLA_CPU["XLA_FLAGS"], **readme_env, **env}
+    harness = {"XLA_CPU_REPLICAS": str(REPLICAS), "XLA_FLAGS": XLA_CPU["XLA_FLAGS"], **readme_env, **(env or {})}
     _, ranks = run_recording_ranks(argv, project, tmp_path / "ranks", env=harness)
     (run_dir,) = run_dirs(project)
     return run_dir, read_log(run_dir), ranks
@@ -78,6 +84,9 @@ def test_tpu_project_trains_as_8_replicas_that_end_alike_on_shards_of_their_own(
 
 def test_replicas_without_the_gradient_all_reduce_end_apart(bake, tmp_path) -> None:
     """The negative control of the test above: its equality of weights is the all-reduce's doing."""
-    _, _, ranks = train_as_replicas(bake, tmp_path, "vision-classification", XLA_CPU_REPLICAS_UNREDUCED="1")
+    unreduced = {"XLA_CPU_REPLICAS_UNREDUCED": "1"}
+    _, _, ranks = train_as_replicas(
+        bake, tmp_path, "vision-classification", unreduced, max_epochs=1, eval_epoch_length=1
+    )
     apart = [r["rank"] for r in ranks[1:] if differences(parameters(r), parameters(ranks[0]), "replica")]
     assert apart == list(range(1, 8)), f"without the all-reduce, replicas {apart} only ended apart from replica 0"
