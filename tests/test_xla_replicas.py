@@ -28,10 +28,10 @@ REPLICA_MODELS = {"vision-segmentation": {"model": "lraspp_mobilenet_v3_large"}}
 
 
 def train_as_replicas(
-    bake, tmp_path: Path, template: str, env: dict | None = None, **config: int
+    bake, tmp_path: Path, template: str, env: dict | None = None, replicas: int = REPLICAS, **config: int
 ) -> tuple[Path, dict, list[dict]]:
-    """Bake ``template`` for the TPU and train it with its README's command as 8 XLA replicas on the CPU,
-    with these config values; return the run directory, its log and each replica's record, by rank."""
+    """Bake ``template`` for the TPU and train it with its README's command as 8 XLA replicas on the CPU (or
+    ``replicas``), with these config values; return the run directory, its log and each replica's record."""
     project = bake(template, backend="xla-tpu")
     keys = yaml.safe_load((project / "config.yaml").read_text())
     make_offline(
@@ -39,7 +39,7 @@ def train_as_replicas(
     )
     argv, readme_env = readme_train_command(project, python=XLA_PYTHON)
     assert readme_env == {"PJRT_DEVICE": "TPU"}, "the README runs on the TPU: the harness makes it the CPU"
-    harness = {"XLA_CPU_REPLICAS": str(REPLICAS), "XLA_FLAGS": XLA_CPU["XLA_FLAGS"], **readme_env, **(env or {})}
+    harness = {"XLA_CPU_REPLICAS": str(replicas), "XLA_FLAGS": XLA_CPU["XLA_FLAGS"], **readme_env, **(env or {})}
     _, ranks = run_recording_ranks(argv, project, tmp_path / "ranks", env=harness)
     (run_dir,) = run_dirs(project)
     return run_dir, read_log(run_dir), ranks
@@ -90,3 +90,14 @@ def test_replicas_without_the_gradient_all_reduce_end_apart(bake, tmp_path) -> N
     )
     apart = [r["rank"] for r in ranks[1:] if differences(parameters(r), parameters(ranks[0]), "replica")]
     assert apart == list(range(1, 8)), f"without the all-reduce, replicas {apart} only ended apart from replica 0"
+
+
+def test_nproc_per_node_8_on_4_devices_says_so_and_trains_on_4_replicas(bake, tmp_path) -> None:
+    """A TPU with 4 chips (one device on Colab is tested on the one XLA CPU device: test_xla_runs.py)."""
+    _, log, ranks = train_as_replicas(bake, tmp_path, "gan", replicas=4, max_epochs=1)
+    found = "Expected 8 TPU replicas (nproc_per_node) but this runtime has 4 device(s): training on 4 replica(s)"
+    assert log["text"].count(found) == 1, f"replica 0 must say what it found, once:\n{log['text'][-2000:]}"
+    assert "World size: 4, backend: xla-tpu" in log["text"]
+    assert [(r["rank"], r["world_size"], r["iteration"]) for r in ranks] == [(k, 4, 3) for k in range(4)]
+    for record in ranks[1:]:
+        assert not differences(parameters(record), parameters(ranks[0])), f"replica {record['rank']} ended apart"
