@@ -126,11 +126,8 @@ class SaveThenRemove(DiskSaver):
     """DiskSaver that removes a file ignite's Checkpoint drops only once the next one is complete.
 
     Checkpoint removes the oldest file before it writes the next: a run killed in between would keep
-    ``n_saved - 1`` checkpoints (none with ``n_saved: 1``).
-{% if flags.xla %}
-    On XLA only replica 0 saves: ignite 0.5.5's DiskSaver has every replica rename a temporary file onto
-    the checkpoint, an empty one but for replica 0's.
-{% endif %}
+    ``n_saved - 1`` checkpoints (none with ``n_saved: 1``). One process saves, rank 0: on TPU, ignite
+    0.5.5's DiskSaver would have every replica rename a temporary file onto it, empty but for replica 0's.
     """
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
@@ -141,10 +138,8 @@ class SaveThenRemove(DiskSaver):
         self.dropped.append(filename)
 
     def __call__(self, checkpoint: Any, filename: str, metadata: Any = None) -> None:
-{% if flags.xla %}
         if idist.get_rank() != self.save_on_rank:
             return
-{% endif %}
         super().__call__(checkpoint, filename, metadata)
         for dropped in self.dropped:
             if dropped != filename:  # rewritten in place

@@ -81,7 +81,9 @@ def check_replicas(config: SimpleNamespace, logger: logging.Logger) -> None:
 
 def start_alike(*models: torch.nn.Module, buffers_only: bool = False) -> None:
     """Give every replica replica 0's weights (each initialised its own, from a seed of its own: start_run),
-    or its buffers only (BatchNorm's statistics follow each replica's batches)."""
+    or its buffers only (BatchNorm's statistics follow each replica's batches). One replica: nothing to do."""
+    if idist.get_world_size() == 1:
+        return
     for model in models:
         tensors = [*model.buffers()] if buffers_only else [*model.parameters(), *model.buffers()]
         if tensors:
