@@ -59,8 +59,7 @@ def launch(run: Callable[[int, SimpleNamespace], None], config: SimpleNamespace)
 
 
 def _xla_replica(_index: int, run: Callable[[int, SimpleNamespace], None], config: SimpleNamespace) -> None:
-    # torch_xla.launch passes the replica's index first; ignite finds it itself. ignite joins the running
-    # replica: no nproc_per_node here, which would spawn again.
+    # torch_xla.launch passes the replica's index first; ignite joins the running replica (no nproc_per_node).
     with idist.Parallel(backend="xla-tpu") as parallel:
         parallel.run(run, config)
 
@@ -80,11 +79,9 @@ def check_replicas(config: SimpleNamespace, logger: logging.Logger) -> None:
 
 
 def start_alike(*models: torch.nn.Module, buffers_only: bool = False) -> None:
-    """Give every replica replica 0's weights (each initialised its own, from a seed of its own: start_run),
-    or its buffers only (BatchNorm's statistics follow each replica's batches). One replica: nothing to do."""
-    if idist.get_world_size() == 1:
-        return
-    for model in models:
+    """Give every replica replica 0's weights (each initialised its own, seeded by rank: start_run), or its
+    buffers only (BatchNorm's statistics follow each replica's batches)."""
+    for model in models if idist.get_world_size() > 1 else ():
         tensors = [*model.buffers()] if buffers_only else [*model.parameters(), *model.buffers()]
         if tensors:
             xm.collective_broadcast(tensors)
