@@ -1,6 +1,7 @@
 """What each process of a distributed run trained on (tests/probes/rank_records.py), and the checks of it."""
 
 import os
+import re
 import subprocess
 from pathlib import Path
 
@@ -27,6 +28,33 @@ def run_recording_ranks(
     probe = {"PYTHONPATH": os.pathsep.join(filter(None, paths)), "RANK_PROBE_DIR": str(records)}
     proc = run_cmd(cmd, cwd, timeout, env={**probe, **(env or {})})
     return proc, [torch.load(path, weights_only=True) for path in sorted(records.glob("rank*.pt"))]
+
+
+def with_eval_set_of(project: Path, size: int) -> None:
+    """Make the project's synthetic eval set ``size`` samples long, as a user edits data.py's constant: a
+    size no process count divides shows whether each sample is scored once (samplers pad by repeating)."""
+    data = project / "data.py"
+    sizes = re.compile(r"^SYNTHETIC_SIZES = \((\d+), \d+\)$", flags=re.MULTILINE)
+    text, edits = sizes.subn(rf"SYNTHETIC_SIZES = (\1, {size})", data.read_text())
+    assert edits == 1, "data.py has no SYNTHETIC_SIZES = (train, eval) line to edit"
+    data.write_text(text)
+
+
+def check_each_eval_sample_scored_once(ranks: list[dict], size: int) -> set[str]:
+    """The last evaluation of every process: together they scored each of the ``size`` eval samples once
+    (no sample repeated, no padding row counted) and all ended with the same metrics; return the rows."""
+    last = [record["evaluations"][-1] for record in ranks]
+    rows = [row for evaluation in last for row in evaluation["rows"]]
+    assert len(rows) == len(set(rows)) == size, (
+        f"{len(rows)} rows scored, {len(set(rows))} distinct, for an eval set of {size}: each sample must be "
+        "scored once (a sampler that pads the set repeats some)"
+    )
+    for record, evaluation in zip(ranks, last, strict=True):
+        assert str(evaluation["metrics"]) == str(last[0]["metrics"]), (
+            f"process {record['rank']} ended its evaluation with {evaluation['metrics']}, process 0 with "
+            f"{last[0]['metrics']}: the metrics are summed across processes, the same on each"
+        )
+    return set(rows)
 
 
 def check_both_ranks_trained(ranks: list[dict], iterations: int, networks: list[dict]) -> None:

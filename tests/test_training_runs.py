@@ -26,7 +26,7 @@ from projects import (
     run_cmd,
     run_dirs,
 )
-from ranks import check_both_ranks_trained, run_recording_ranks
+from ranks import check_both_ranks_trained, check_each_eval_sample_scored_once, run_recording_ranks, with_eval_set_of
 from tracker_checks import check_tracker_records
 
 pytestmark = pytest.mark.slow  # they train generated projects: not in the quick lane
@@ -172,11 +172,18 @@ def test_time_limit_stops_training_with_a_checkpoint_and_the_same_command_contin
     assert log["iterations"][-1] > stopped, "the continued run trains on from where the first stopped"
 
 
+# An eval set 2 processes do not divide (a sampler that pads it repeats a sample, which would count twice),
+# scored whole in batches of 3 per process: 2 batches on the process of 4 samples, 1 on the other.
+ODD_EVAL_SET = 7
+WHOLE_ODD_EVAL = {"eval_epoch_length": None, "eval_batch_size": 6}
+
+
 @pytest.mark.parametrize("launcher", ["torchrun", "spawn"])
 def test_two_process_gloo_run_trains_on_both_ranks(bake, tmp_path, launcher: str) -> None:
     project = bake(argparser="argparse", backend="gloo", launcher=launcher, nproc_per_node="2", master_port=free_port())
-    # batch_size is global: 8 per step split into 4 per process.
-    make_offline(project)
+    # batch_size is global: 8 per step split into 4 per process. The eval set is scored whole (see ODD_EVAL_SET).
+    with_eval_set_of(project, ODD_EVAL_SET)
+    make_offline(project, **WHOLE_ODD_EVAL)
     argv, _ = readme_train_command(project)
     # The log is rank 0's: what rank 1 did is recorded in each process by the test's probe.
     proc, ranks = run_recording_ranks(argv, project, tmp_path / "ranks")
@@ -184,6 +191,7 @@ def test_two_process_gloo_run_trains_on_both_ranks(bake, tmp_path, launcher: str
     assert "World size: 2" in log["text"], "training must run in a world of 2 processes"
     checkpoint = load_checkpoint(run_dir / "training_checkpoint_6.pt")
     check_both_ranks_trained(ranks, iterations=6, networks=[checkpoint["model"]])
+    check_each_eval_sample_scored_once(ranks, ODD_EVAL_SET)
     assert "Traceback" not in proc.stderr
 
 
@@ -233,6 +241,9 @@ def train_with_launcher(
     if launcher != "none":
         answers = {**answers, "master_port": free_port()}
     project = bake(template, launcher=launcher, **answers)
+    if launcher != "none":  # the eval set scored whole (see ODD_EVAL_SET)
+        with_eval_set_of(project, ODD_EVAL_SET)
+        overrides = {**WHOLE_ODD_EVAL, **overrides}
     make_offline(project, **overrides)
     argv, _ = readme_train_command(project)
     if launcher == "none":
@@ -245,6 +256,7 @@ def train_with_launcher(
     if launcher != "none":
         checkpoint = load_checkpoint(run_dir / "training_checkpoint_6.pt")
         check_both_ranks_trained(ranks, iterations=6, networks=[checkpoint["model"]])
+        check_each_eval_sample_scored_once(ranks, ODD_EVAL_SET)
     return run_dir, log
 
 

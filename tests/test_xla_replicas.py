@@ -6,7 +6,9 @@ each replica trained on. These runs check what only several replicas show: the g
 shard of the data each, the training checkpoints written once, by replica 0.
 """
 
+import math
 import re
+import shutil
 from pathlib import Path
 
 import pytest
@@ -16,7 +18,7 @@ from answers import TEMPLATES
 from checkpoints import check_loads_without_torch_xla, differences, load_checkpoint
 from environments import XLA_CPU, XLA_PYTHON
 from projects import make_offline, read_log, readme_train_command, run_dirs
-from ranks import run_recording_ranks
+from ranks import check_each_eval_sample_scored_once, run_recording_ranks, with_eval_set_of
 
 pytestmark = pytest.mark.slow  # 8 XLA replicas on 2 cores: not in the quick lane
 
@@ -30,6 +32,9 @@ REPLICA_CONFIG = {
     "eval_epoch_length": 1,
 }
 REPLICA_MODELS = {"vision-segmentation": {"model": "lraspp_mobilenet_v3_large"}}
+# Eval sets no replica count divides, scored whole: 8 replicas score 9 or 10 images each (5 batches of 2, the
+# last one short on some), segmentation's 3 or 2 scenes (2 batches on some replicas, 1 on the others).
+EVAL_SIZES = {"vision-classification": 75, "text-classification": 75, "vision-segmentation": 21}
 
 
 def train_as_replicas(
@@ -39,15 +44,29 @@ def train_as_replicas(
     ``replicas``), with these config values; return the run directory, its log and each replica's record."""
     project = bake(template, backend="xla-tpu")
     keys = yaml.safe_load((project / "config.yaml").read_text())
-    make_offline(
-        project, **{k: v for k, v in REPLICA_CONFIG.items() if k in keys}, **REPLICA_MODELS.get(template, {}), **config
-    )
+    values = {k: v for k, v in REPLICA_CONFIG.items() if k in keys} | REPLICA_MODELS.get(template, {})
+    if template in EVAL_SIZES:
+        with_eval_set_of(project, EVAL_SIZES[template])
+        values["eval_epoch_length"] = None
+    make_offline(project, **values | config)
     argv, readme_env = readme_train_command(project, python=XLA_PYTHON)
     assert readme_env == {"PJRT_DEVICE": "TPU"}, "the README runs on the TPU: the harness makes it the CPU"
     harness = {"XLA_CPU_REPLICAS": str(replicas), "XLA_FLAGS": XLA_CPU["XLA_FLAGS"], **readme_env, **(env or {})}
     _, ranks = run_recording_ranks(argv, project, tmp_path / "ranks", env=harness)
     (run_dir,) = run_dirs(project)
     return run_dir, read_log(run_dir), ranks
+
+
+def evaluate_alone(run_dir: Path, checkpoint: Path, tmp_path: Path) -> dict:
+    """The evaluation of ``checkpoint``'s model on one XLA device, by a copy of the run's project: its one
+    training iteration done, the probe loads the checkpoint's model, which the project's evaluation scores."""
+    project = shutil.copytree(run_dir.parent.parent, tmp_path / "alone", ignore=shutil.ignore_patterns("logs"))
+    config = yaml.safe_load((project / "config.yaml").read_text()) | {"max_epochs": 1, "train_epoch_length": 1}
+    (project / "config.yaml").write_text(yaml.safe_dump(config, sort_keys=False))
+    argv, _ = readme_train_command(project, python=XLA_PYTHON)
+    env = {**XLA_CPU, "RANK_PROBE_EVALUATE": str(checkpoint)}
+    _, (record,) = run_recording_ranks(argv, project, tmp_path / "alone-ranks", env=env)
+    return record["evaluations"][0]
 
 
 def parameters(record: dict) -> list[dict[str, torch.Tensor]]:
@@ -85,6 +104,22 @@ def test_tpu_project_trains_as_8_replicas_that_end_alike_on_shards_of_their_own(
     saved = parameters({"weights": networks, "parameters": ranks[0]["parameters"]})
     assert not differences(saved, parameters(ranks[0]), "checkpoint"), "the checkpoint is replica 0's"
     check_loads_without_torch_xla(run_dir / "training_checkpoint_4.pt")
+    if template not in EVAL_SIZES:
+        return
+    # The last evaluation scored every eval sample once, its sums added up across the 8 replicas: it equals
+    # the same model's evaluation on one device (replica 0's parameters and buffers: the checkpoint's).
+    rows = check_each_eval_sample_scored_once(ranks, EVAL_SIZES[template])
+    alone = evaluate_alone(run_dir, run_dir / "training_checkpoint_4.pt", tmp_path)
+    assert set(alone["rows"]) == rows, "one device scored other samples than the 8 replicas together"
+    replicas = ranks[0]["evaluations"][-1]["metrics"]
+    assert alone["metrics"].keys() == replicas.keys(), f"metrics {list(alone['metrics'])}, {list(replicas)}"
+    for name, value in alone["metrics"].items():
+        if name == "loss":  # float32 sums added in another order (8 partial sums) round apart, by 1e-7 of it
+            assert math.isclose(value, replicas[name], rel_tol=1e-6), f"loss {replicas[name]}, alone {value}"
+        else:  # counts of right predictions (pixels) and their ratios: exact
+            assert torch.equal(torch.as_tensor(replicas[name]), torch.as_tensor(value)), (
+                f"{name}: {replicas[name]} on 8 replicas, {value} on one device"
+            )
 
 
 def test_replicas_without_the_gradient_all_reduce_end_apart(bake, tmp_path) -> None:

@@ -5,7 +5,11 @@ Imported at start-up (sitecustomize.py) when ``RANK_PROBE_DIR`` is set. It wraps
 writes each to a temporary file, then renames it) and ``Engine.run``
 (the outermost run is the trainer's): when the trainer's run ends, the process writes ``rank<N>.pt`` there:
 its rank and world size, the trainer's iteration and epoch, a digest of every training batch it took, each
-network's final weights (and which of them are parameters) and the files it renamed into place.
+network's final weights (and which of them are parameters), the files it renamed into place, and for each
+evaluation (a run inside the trainer's) a digest of every real row it scored and the metrics it ended with.
+
+With ``RANK_PROBE_EVALUATE`` naming a training checkpoint, each epoch's end first loads that checkpoint's
+model into the network: the run's evaluation then scores the saved model (a reference evaluation).
 XLA replicas on the CPU are threads of one process: each keeps its own (``threading.local``).
 
 Then, with gloo and several processes, it leaves a gloo worker thread in Python while the process ends, as
@@ -52,6 +56,43 @@ def _digest(batch) -> str:
     return digest.hexdigest()
 
 
+def _rows(batch) -> list[str]:
+    """A digest of each real row of an eval batch (every tensor's row). A TPU project's eval batch is
+    ``(batch, number of real rows)``, padded to one shape: its padding rows are left out."""
+    real = None
+    if isinstance(batch, list | tuple) and len(batch) == 2 and isinstance(batch[1], torch.Tensor):
+        if batch[1].dim() == 0:
+            batch, real = batch[0], int(batch[1])
+    tensors, pending = [], [batch]
+    while pending:
+        item = pending.pop(0)
+        if isinstance(item, torch.Tensor):
+            tensors.append(item.detach().cpu().contiguous())
+        elif isinstance(item, dict):
+            pending.extend(item[key] for key in sorted(item))
+        elif isinstance(item, list | tuple):
+            pending.extend(item)
+    rows = len(tensors[0]) if real is None else real
+    return [hashlib.sha256(b"".join(t[i].numpy().tobytes() for t in tensors)).hexdigest() for i in range(rows)]
+
+
+def _record_rows(evaluator: Engine) -> None:
+    """From now on until the next call, the digests of the rows ``evaluator`` scores go to ``probe_rows``."""
+    if not hasattr(evaluator, "probe_rows"):  # the first evaluation: one handler for every one
+        evaluator.add_event_handler(Events.ITERATION_STARTED, lambda e: e.probe_rows.extend(_rows(e.state.batch)))
+    evaluator.probe_rows = []
+
+
+def _metrics(metrics: dict) -> dict:
+    return {name: value.cpu() if isinstance(value, torch.Tensor) else value for name, value in metrics.items()}
+
+
+def _load_saved_model(engine) -> None:
+    saved = torch.load(os.environ["RANK_PROBE_EVALUATE"], map_location="cpu", weights_only=True)
+    network = getattr(_state("models", list)[0], "module", _state("models", list)[0])
+    network.load_state_dict(saved["model"])
+
+
 def auto_model(model, *args, **kwargs):
     wrapped = _auto_model(model, *args, **kwargs)
     _state("models", list).append(wrapped)
@@ -65,9 +106,15 @@ def replace(src, dst, *args, **kwargs):
 
 def run(engine, *args, **kwargs):
     if _state("depth", int):  # the evaluator, run by the trainer
-        return _run(engine, *args, **kwargs)
+        _record_rows(engine)
+        state = _run(engine, *args, **kwargs)
+        evaluation = {"rows": engine.probe_rows, "metrics": _metrics(engine.state.metrics)}
+        _state("evaluations", list).append(evaluation)
+        return state
     batches = []
     engine.add_event_handler(Events.ITERATION_STARTED, lambda e: batches.append(_digest(e.state.batch)))
+    if os.environ.get("RANK_PROBE_EVALUATE"):  # before the project's handlers: its evaluation scores it
+        engine._event_handlers[Events.EPOCH_COMPLETED].insert(0, (_load_saved_model, (engine,), {}))
     _mine.depth = 1
     try:
         state = _run(engine, *args, **kwargs)
@@ -84,6 +131,7 @@ def run(engine, *args, **kwargs):
         "weights": [{name: w.cpu() for name, w in network.state_dict().items()} for network in networks],
         "parameters": [[name for name, _ in network.named_parameters()] for network in networks],
         "renamed": list(_state("renamed", list)),
+        "evaluations": list(_state("evaluations", list)),
     }
     _save(record, Path(os.environ["RANK_PROBE_DIR"]) / f"rank{rank}.pt")
     _keep_a_gloo_thread_busy()
