@@ -2,7 +2,7 @@
 
 Usage: python preemption.py TEMPLATE REPEATS. Trains the project's default model on synthetic data (one
 process, the CPU; for the text template, a BERT of bert-base-uncased's size with random weights) and has
-tests/stop_probe send SIGTERM at a fixed moment: in the middle of an epoch (during iteration 20) and, for
+tests/probes/stop_signals.py send SIGTERM at a fixed moment: in the middle of an epoch (during iteration 20) and, for
 templates with an evaluator, as the evaluation after epoch 1 starts (the stop then waits for it to end).
 Prints one JSON line: for each landing, the seconds from the signal to the process's exit (median of
 REPEATS), the slowest, and the size of the checkpoint it saved.
@@ -19,7 +19,7 @@ from pathlib import Path
 
 import yaml
 
-PROBE = Path(__file__).resolve().parents[1] / "tests" / "stop_probe"
+PROBE = Path(__file__).resolve().parents[1] / "tests" / "probes"
 
 
 def stop_once(probe: str) -> dict:

@@ -68,13 +68,16 @@ def free_port() -> str:
     raise RuntimeError("this pytest worker has used all of its 500 ports")
 
 
-def run_cmd(cmd: list[str], cwd: Path, timeout: int = 300, env: dict | None = None) -> subprocess.CompletedProcess:
-    """Run a command in a generated project; fail the test with its output if it fails."""
+def run_cmd(
+    cmd: list[str], cwd: Path, timeout: int = 300, env: dict | None = None, returncode: int = 0
+) -> subprocess.CompletedProcess:
+    """Run a command in a generated project; fail the test with its output if it exits otherwise than with
+    ``returncode`` (0: it succeeded)."""
     # Tests never reach the network: Hugging Face libraries fail at once instead of downloading.
     full_env = {**os.environ, "PYTHONUNBUFFERED": "1", "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1", **(env or {})}
     proc = subprocess.run(cmd, cwd=cwd, capture_output=True, text=True, timeout=timeout, env=full_env)
-    assert proc.returncode == 0, (
-        f"`{' '.join(cmd)}` failed in {cwd} with exit code {proc.returncode}\n"
+    assert proc.returncode == returncode, (
+        f"`{' '.join(cmd)}` in {cwd} ended with exit code {proc.returncode}, not {returncode}\n"
         f"--- stdout ---\n{proc.stdout[-6000:]}\n--- stderr ---\n{proc.stderr[-6000:]}"
     )
     return proc

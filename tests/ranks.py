@@ -11,7 +11,7 @@ from projects import run_cmd
 
 
 def run_recording_ranks(
-    cmd: list[str], cwd: Path, records: Path, timeout: int = 600, env: dict | None = None
+    cmd: list[str], cwd: Path, records: Path, timeout: int = 600, env: dict | None = None, returncode: int = 0
 ) -> tuple[subprocess.CompletedProcess, list[dict]]:
     """Run a distributed training command; return it and what each of its processes trained on, by rank.
 
@@ -26,7 +26,7 @@ def run_recording_ranks(
     records.mkdir(parents=True, exist_ok=True)
     paths = [str(REPO / "tests" / "probes"), os.environ.get("PYTHONPATH", "")]
     probe = {"PYTHONPATH": os.pathsep.join(filter(None, paths)), "RANK_PROBE_DIR": str(records)}
-    proc = run_cmd(cmd, cwd, timeout, env={**probe, **(env or {})})
+    proc = run_cmd(cmd, cwd, timeout, env={**probe, **(env or {})}, returncode=returncode)
     return proc, [torch.load(path, weights_only=True) for path in sorted(records.glob("rank*.pt"))]
 
 

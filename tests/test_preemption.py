@@ -1,7 +1,7 @@
 """Runs survive preemption: a stop signal stops every process cleanly with a checkpoint, and the same
 command continues the run, to the same final state as a run never interrupted.
 
-The signals land at exact moments through tests/stop_probe (a sitecustomize module the training processes
+The signals land at exact moments through tests/probes/stop_signals.py (a module the training processes
 import at start-up): during an iteration, as an epoch's end handlers start (the classifiers' evaluation),
 and in the middle of writing a checkpoint.
 """
@@ -23,7 +23,7 @@ from projects import free_port, make_offline, read_log, readme_train_command, ru
 
 pytestmark = pytest.mark.slow  # they train, stop and continue generated projects: not in the quick lane
 
-PROBE = Path(__file__).parent / "stop_probe"
+PROBE = Path(__file__).parent / "probes"
 SIGTERM_EXIT = 128 + signal.SIGTERM
 
 

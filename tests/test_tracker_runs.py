@@ -203,8 +203,8 @@ def test_a_stopped_and_continued_run_is_one_tracker_run_with_every_step_once(
     project = bake("vision-classification", logger=tracker, launcher="none")
     config = make_offline(project)  # 2 epochs of 3 iterations, every loss logged
     argv, command_env = readme_train_command(project, python=TRACKERS_PYTHON)
-    # SIGTERM during iteration 2 (tests/stop_probe), then the same command, which continues the run.
-    probe = {**os.environ, **command_env, "PYTHONPATH": str(REPO / "tests" / "stop_probe"), "STOP_PROBE": "iteration:2"}
+    # SIGTERM during iteration 2 (tests/probes/stop_signals.py), then the same command, which continues the run.
+    probe = {**os.environ, **command_env, "PYTHONPATH": str(REPO / "tests" / "probes"), "STOP_PROBE": "iteration:2"}
     stopped = subprocess.run(argv, cwd=project, env=probe, capture_output=True, text=True, timeout=300)
     assert stopped.returncode == 143, stopped.stderr[-3000:]
     run_cmd(argv, cwd=project, env=command_env)

@@ -9,6 +9,7 @@ shard of the data each, the training checkpoints written once, by replica 0.
 import math
 import re
 import shutil
+import signal
 from pathlib import Path
 
 import pytest
@@ -20,6 +21,7 @@ from environments import XLA_CPU, XLA_PYTHON
 from projects import make_offline, read_log, readme_train_command, run_dirs
 from ranks import check_each_eval_sample_scored_once, run_recording_ranks, with_eval_set_of
 
+SIGTERM_EXIT = 128 + signal.SIGTERM
 pytestmark = pytest.mark.slow  # 8 XLA replicas on 2 cores: not in the quick lane
 
 REPLICAS = 8
@@ -37,22 +39,36 @@ REPLICA_MODELS = {"vision-segmentation": {"model": "lraspp_mobilenet_v3_large"}}
 EVAL_SIZES = {"vision-classification": 75, "text-classification": 75, "vision-segmentation": 21}
 
 
-def train_as_replicas(
-    bake, tmp_path: Path, template: str, env: dict | None = None, replicas: int = REPLICAS, **config: int
-) -> tuple[Path, dict, list[dict]]:
-    """Bake ``template`` for the TPU and train it with its README's command as 8 XLA replicas on the CPU (or
-    ``replicas``), with these config values; return the run directory, its log and each replica's record."""
-    project = bake(template, backend="xla-tpu")
+def bake_for_replicas(bake, template: str, answers: dict | None = None, **config) -> Path:
+    """Bake ``template`` for the TPU with the short config of the 8-replica runs and these values."""
+    project = bake(template, backend="xla-tpu", **(answers or {}))
     keys = yaml.safe_load((project / "config.yaml").read_text())
     values = {k: v for k, v in REPLICA_CONFIG.items() if k in keys} | REPLICA_MODELS.get(template, {})
     if template in EVAL_SIZES:
         with_eval_set_of(project, EVAL_SIZES[template])
         values["eval_epoch_length"] = None
     make_offline(project, **values | config)
+    return project
+
+
+def run_as_replicas(
+    project: Path, records: Path, env: dict | None = None, replicas: int = REPLICAS, returncode: int = 0
+) -> list[dict]:
+    """Train ``project`` with its README's command as 8 XLA replicas on the CPU (or ``replicas``); return each
+    replica's record (``records``: where they are written)."""
     argv, readme_env = readme_train_command(project, python=XLA_PYTHON)
     assert readme_env == {"PJRT_DEVICE": "TPU"}, "the README runs on the TPU: the harness makes it the CPU"
     harness = {"XLA_CPU_REPLICAS": str(replicas), "XLA_FLAGS": XLA_CPU["XLA_FLAGS"], **readme_env, **(env or {})}
-    _, ranks = run_recording_ranks(argv, project, tmp_path / "ranks", env=harness)
+    return run_recording_ranks(argv, project, records, env=harness, returncode=returncode)[1]
+
+
+def train_as_replicas(
+    bake, tmp_path: Path, template: str, env: dict | None = None, replicas: int = REPLICAS, **config: int
+) -> tuple[Path, dict, list[dict]]:
+    """Bake ``template`` for the TPU and train it with its README's command as 8 XLA replicas on the CPU (or
+    ``replicas``), with these config values; return the run directory, its log and each replica's record."""
+    project = bake_for_replicas(bake, template, **config)
+    ranks = run_as_replicas(project, tmp_path / "ranks", env, replicas)
     (run_dir,) = run_dirs(project)
     return run_dir, read_log(run_dir), ranks
 
@@ -139,3 +155,45 @@ def test_nproc_per_node_8_on_4_devices_says_so_and_trains_on_4_replicas(bake, tm
     assert [(r["rank"], r["world_size"], r["iteration"]) for r in ranks] == [(k, 4, 2) for k in range(4)]
     for record in ranks[1:]:
         assert not differences(parameters(record), parameters(ranks[0])), f"replica {record['rank']} ended apart"
+
+
+def test_8_replicas_stopped_mid_epoch_stop_together_and_continue_to_the_end_of_a_run_never_stopped(
+    bake, tmp_path
+) -> None:
+    """SIGTERM to the launcher during iteration 6 of 8 (epoch 2 of 2): every replica stops after the same
+    iteration, replica 0 writes one checkpoint, the command exits 143; the same command continues to the end.
+    Deterministic, it ends with the networks, optimizers and trainer of the run never stopped, bit for bit.
+
+    The run never stopped is the same run continued from its epoch-1 checkpoint (copied before the stop), not
+    one from scratch: the 8 replica threads share one process's CPU random generators, where a TPU's replicas
+    are processes of their own, so which initial weights replica 0 draws (and every replica takes, from
+    ``start_alike``) depends on how the threads interleave. For the same reason the checkpoints' record of
+    those process-wide generators (``rng_states``: each replica reseeds them every iteration) is left out.
+    """
+    project = bake_for_replicas(bake, "gan", {"deterministic": True}, train_epoch_length=4, log_every_iters=1)
+    stop = {"STOP_PROBE": "iteration:6:PARENT"}  # to the launcher: the replicas are threads of its child
+    stopped = run_as_replicas(project, tmp_path / "stopped", stop, returncode=SIGTERM_EXIT)
+    (run_dir,) = run_dirs(project)
+    at = yaml.safe_load((run_dir / "status.yaml").read_text())["iteration"]
+    assert 6 <= at < 8, f"the run stopped after iteration {at}, not in the middle of epoch 2 (iterations 5 to 8)"
+    assert [(r["rank"], r["iteration"]) for r in stopped] == [(k, at) for k in range(8)], "all stop together"
+    checkpoint = f"training_checkpoint_{at}.pt"
+    for record in stopped:
+        expected = 1 if record["rank"] == 0 else 0
+        assert record["renamed"].count(checkpoint) == expected, f"replica {record['rank']}: {record['renamed']}"
+
+    # The run never stopped: a copy of the project whose run has only its epoch-1 checkpoint, continued.
+    never_stopped = shutil.copytree(project, tmp_path / "never-stopped")
+    (never_stopped / run_dir.relative_to(project) / checkpoint).unlink()
+    assert (never_stopped / run_dir.relative_to(project) / "training_checkpoint_4.pt").is_file()
+    run_as_replicas(never_stopped, tmp_path / "never-stopped-ranks")
+    continued = run_as_replicas(project, tmp_path / "continued")
+    assert run_dirs(project) == [run_dir], "the same command continues the run in its directory"
+    assert [(r["rank"], r["iteration"]) for r in continued] == [(k, 8) for k in range(8)]
+    assert len(continued[0]["batches"]) == 8 - at, "the continued run trains the iterations left, no more"
+    expected = load_checkpoint(run_dirs(never_stopped)[0] / "training_checkpoint_8.pt", deterministic=True)
+    got = load_checkpoint(run_dir / "training_checkpoint_8.pt", deterministic=True)
+    for saved in (expected, got):
+        del saved["trainer"]["rng_states"]  # the threads' shared generators (see above)
+    diffs = differences(got, expected)
+    assert not diffs, "the continued run ended apart from the run never stopped:\n" + "\n".join(diffs[:20])

@@ -24,6 +24,7 @@ import torch_xla.core.xla_model as xm
 {% if cookiecutter.deterministic %}
 from ignite.engine import DeterministicEngine, Engine, Events
 from ignite.engine.deterministic import ReproducibleBatchSampler, update_dataloader
+from ignite.utils import manual_seed
 from torch.utils.data import BatchSampler, DataLoader
 {% else %}
 from ignite.engine import Engine, Events
@@ -118,10 +119,11 @@ def training_engine(train_step: Callable[[Engine, Any], dict[str, torch.Tensor]]
         return StepLosses(tuple(losses), values)
 
 {% if cookiecutter.deterministic %}
-    # DeterministicEngine reseeds the random generators per epoch (data order, dropout, noise), so a
-    # resumed run sees the same batches.
+    # DeterministicEngine reseeds the random generators per pass over the data (its order), so a resumed
+    # run sees the same batches; each iteration is seeded too (noise, dropout: _seed_iteration).
     trainer = DeterministicEngine(step)
     trainer.add_event_handler(Events.STARTED, _draw_order_at_iter)
+    trainer.add_event_handler(Events.ITERATION_STARTED, _seed_iteration)
 {% else %}
     trainer = Engine(step)
 {% endif %}
@@ -132,8 +134,11 @@ def training_engine(train_step: Callable[[Engine, Any], dict[str, torch.Tensor]]
     sampler = getattr(train_loader, "sampler", None)
 {% endif %}
     if isinstance(sampler, DistributedSampler):
-        # Each epoch gets its own shuffle, the same on every process.
-        trainer.add_event_handler(Events.EPOCH_STARTED, lambda engine: sampler.set_epoch(engine.state.epoch - 1))
+        # Each pass over the data gets its own shuffle, the same on every process, set before the pass's
+        # iterator is made: a run continued mid-pass (train_epoch_length shorter than the data) takes the
+        # batches the uninterrupted run took.
+        passes = Events.EPOCH_STARTED | Events.DATALOADER_STOP_ITERATION
+        trainer.add_event_handler(passes, lambda engine: sampler.set_epoch(engine.state.iteration // len(train_loader)))
     return trainer
 {% if cookiecutter.deterministic %}
 
@@ -154,6 +159,15 @@ class _OrderDrawnAtIter(ReproducibleBatchSampler):
         self.setup_batch_indices()
         torch.set_rng_state(current)
         yield from self.batch_indices
+
+
+def _seed_iteration(engine: Engine) -> None:
+    """Seed every random generator (CPU, GPU, TPU) from the run's seed and the iteration's number.
+
+    DeterministicEngine's checkpoints hold the CPU's random state only: a run continued in the middle of
+    an epoch would otherwise draw other noise and dropout on a GPU or TPU than the uninterrupted run.
+    """
+    manual_seed((engine.state.seed * 1_000_003 + engine.state.iteration) % 2**32)
 
 
 def _draw_order_at_iter(engine: Engine) -> None:

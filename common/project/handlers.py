@@ -211,6 +211,13 @@ def resume_from(to_load: dict[str, Any], checkpoint_path: str | Path, logger: lo
     # weights_only: tensors and plain Python values only. A checkpoint from someone else can then hold
     # no code that loading it would run.
     checkpoint = torch.load(path, map_location="cpu", weights_only=True)
+{% if cookiecutter.deterministic %}
+    if isinstance(checkpoint.get("trainer"), dict) and "rng_states" in checkpoint["trainer"]:
+        # A checkpoint written on a TPU (by xm.save, which rebuilds tuples as lists) holds Python's random
+        # state as lists.
+        version, internal, gauss = checkpoint["trainer"]["rng_states"][0]
+        checkpoint["trainer"]["rng_states"][0] = (version, tuple(internal), gauss)
+{% endif %}
 {% if flags.loss_history %}
     if isinstance(checkpoint.get("trainer"), dict):
         # A checkpoint written before the trainer kept its loss history: resume with an empty one.

@@ -2,7 +2,8 @@
 (torchrun's workers, the processes ignite spawns, the process torch_xla.launch starts):
 
 - ``XLA_CPU_REPLICAS=N``: the XLA CPU runtime as N replicas with working collectives (xla_cpu_replicas.py);
-- ``RANK_PROBE_DIR``: what each process, or replica, trained on, written there (rank_records.py).
+- ``RANK_PROBE_DIR``: what each process, or replica, trained on, written there (rank_records.py);
+- ``STOP_PROBE``: a stop signal at an exact moment of training (stop_signals.py).
 """
 
 import os
@@ -11,3 +12,5 @@ if os.environ.get("XLA_CPU_REPLICAS"):
     import xla_cpu_replicas  # noqa: F401  (first: it sets the XLA runtime's environment)
 if os.environ.get("RANK_PROBE_DIR"):
     import rank_records  # noqa: F401
+if os.environ.get("STOP_PROBE"):
+    import stop_signals  # noqa: F401

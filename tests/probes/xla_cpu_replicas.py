@@ -27,6 +27,13 @@ processes, one per chip, never do; each is met here, in torch_xla or ignite as t
 - Logging: a TPU's replicas 1 to 7 are processes whose loggers have no handlers; as threads they would
   write to replica 0's, and ignite's ``setup_logger`` in each would remove replica 0's handlers. Their
   loggers are left alone and their records dropped, so ``training.log`` reads as on a TPU.
+- Random state: each of a TPU's processes has its own CPU random generator; the threads share one. The
+  seed ignite's ``DeterministicEngine`` draws from it at its start (it reseeds from that seed each epoch:
+  data order, noise, dropout) would depend on how the threads interleave their draws; here it is drawn
+  from a generator of the replica's own, seeded as the replica last seeded torch (``config.seed + rank``).
+  The networks' initial weights stay drawn from the shared one: which ones replica 0 gets (and so every
+  replica, from ``start_alike``) depends on the interleaving, so two runs never stopped are not bit-identical
+  here, where on a TPU they are; a run continued from a checkpoint is.
 - ``PJRT_CPU_ASYNC_CLIENT=false`` (the asynchronous client hangs when a collective program runs again) and
   a thread pool of at least N (its default is the number of cores).
 
@@ -54,6 +61,7 @@ import torch_xla  # noqa: E402
 import torch_xla.core.xla_model as xm  # noqa: E402
 import torch_xla.runtime as xr  # noqa: E402
 from ignite.distributed.comp_models.xla import _XlaDistModel  # noqa: E402
+from ignite.engine.deterministic import DeterministicEngine  # noqa: E402
 from torch_xla._internal import pjrt  # noqa: E402
 
 _X = torch_xla._XLAC
@@ -164,6 +172,21 @@ def setup_logger(name: str | None = "ignite", *args, **kwargs) -> logging.Logger
 
 
 ignite.utils.setup_logger = setup_logger  # before the project imports it
+_manual_seed = torch.manual_seed
+
+
+def manual_seed(seed: int) -> torch.Generator:
+    _replica.seed = int(seed)
+    return _manual_seed(seed)
+
+
+def init_run(self: DeterministicEngine) -> None:
+    own = torch.Generator().manual_seed(getattr(_replica, "seed", 0))
+    self.state.seed = int(torch.randint(0, int(1e9), (1,), generator=own).item())
+
+
+torch.manual_seed = manual_seed  # ignite's manual_seed looks it up here
+DeterministicEngine._init_run = init_run  # before the project builds its trainer
 
 if os.environ.get("XLA_CPU_REPLICAS_UNREDUCED"):
 

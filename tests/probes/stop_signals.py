@@ -1,0 +1,69 @@
+"""Sends a training process a stop signal at an exact moment, from outside the generated code.
+
+Imported at start-up (sitecustomize.py) in every process whose PYTHONPATH names this directory, when
+``STOP_PROBE`` is set to ``WHERE:N`` or ``WHERE:N:KILL``:
+
+- ``iteration:N``: SIGTERM while the trainer runs iteration N (at its ITERATION_STARTED event);
+- ``epoch_end:N``: SIGTERM as epoch N's end handlers start (the classifiers' evaluation, the GAN's samples);
+- ``save:N``: SIGTERM while the training checkpoint of iteration N is being written (inside ``torch.save``);
+- ``save:N:KILL``: SIGKILL half-way through writing that checkpoint: half of its bytes are on disk;
+- ``...:PARENT``: SIGTERM to the parent process instead: the launcher of TPU replicas, which ignore signals
+  (on one XLA device, the replica is a process of its own; the replicas of ``XLA_CPU_REPLICAS`` are threads
+  of the launcher's process: ``iteration:N`` signals it).
+
+With ``STOP_PROBE_STAMP`` set to a path, the probe writes there the time (``time.time()``) it sent the signal.
+
+The trainer is the engine whose ``run`` is outermost (an evaluator runs inside it); of several replicas'
+trainers, the first one to start.
+"""
+
+import os
+import signal
+import time
+
+import torch
+from ignite.engine import Engine, Events
+
+_where, _n, *_how = os.environ["STOP_PROBE"].split(":")
+_n = int(_n)
+_target = os.getppid() if _how == ["PARENT"] else os.getpid()
+_trainer = []
+_run, _fire_event, _save = Engine.run, Engine._fire_event, torch.save
+
+
+def run(engine, *args, **kwargs):
+    if not _trainer:
+        _trainer.append(engine)
+    return _run(engine, *args, **kwargs)
+
+
+def fire_event(engine, event_name, *args, **kwargs):
+    if _trainer and engine is _trainer[0]:
+        state = engine.state
+        if _where == "iteration" and event_name == Events.ITERATION_STARTED and state.iteration == _n:
+            _kill(_target, signal.SIGTERM)
+        if _where == "epoch_end" and event_name == Events.EPOCH_COMPLETED and state.epoch == _n:
+            _kill(_target, signal.SIGTERM)
+    return _fire_event(engine, event_name, *args, **kwargs)
+
+
+def save(obj, f, *args, **kwargs):
+    iteration = obj.get("trainer", {}).get("iteration") if isinstance(obj, dict) else None
+    if _where == "save" and iteration == _n:
+        if _how == ["KILL"]:
+            _save(obj, f, *args, **kwargs)
+            f.flush()
+            os.truncate(f.fileno(), os.fstat(f.fileno()).st_size // 2)
+            os.kill(os.getpid(), signal.SIGKILL)
+        _kill(_target, signal.SIGTERM)
+    return _save(obj, f, *args, **kwargs)
+
+
+def _kill(pid, signum):
+    if os.environ.get("STOP_PROBE_STAMP"):
+        with open(os.environ["STOP_PROBE_STAMP"], "w") as stamp:
+            stamp.write(repr(time.time()))
+    os.kill(pid, signum)
+
+
+Engine.run, Engine._fire_event, torch.save = run, fire_event, save
