@@ -39,7 +39,7 @@ from cookiecutter.main import cookiecutter
 
 REPO = Path(__file__).resolve().parents[1]
 BENCH = Path(__file__).resolve().parent
-PARTS = ["loop", "xla", "eval", "bake", "preemption"]
+PARTS = ["loop", "xla", "eval", "replicas", "bake", "preemption"]
 TEMPLATES = json.loads((REPO / "cookiecutter.json").read_text())["templates"]
 # Eval lengths in batches (full, quick): segmentation's synthetic eval set is 64 scenes, 6 batches of 12
 # (the last one short), where the classifiers' is 256 items, 11 batches of 24.
@@ -96,6 +96,12 @@ def xla_behaviour(template: str, xla_python: str, epochs: int) -> dict:
     return in_baked_project(template, "xla_loops.py", [epochs], xla_python, env, **answers)
 
 
+def xla_replicas(template: str, xla_python: str, epochs: int) -> dict:
+    """The generated TPU project's xla_metrics.json as 8 replicas on the CPU (bench/xla_replicas.py)."""
+    answers = {"backend": "xla-tpu", "save_best_model": False, "save_training": False}
+    return in_baked_project(template, "xla_replicas.py", [epochs], xla_python, dict(os.environ), **answers)
+
+
 def xla_evaluation(template: str, xla_python: str, lengths: list[int]) -> dict:
     """Per-evaluation transfers and seconds of the generated TPU classifier and a naive port (bench/xla_eval.py)."""
     env = {**os.environ, "PJRT_DEVICE": "CPU", "HF_HUB_OFFLINE": "1"}
@@ -131,6 +137,8 @@ def main() -> None:
         xla_table(args.templates, args.xla_python, epochs)
     if "eval" in args.parts:
         eval_table(args.templates, args.xla_python, args.quick)
+    if "replicas" in args.parts:
+        replicas_table(args.templates, args.xla_python, epochs)
     if "bake" in args.parts:
         bake_table(args.templates, 3 if args.quick else 10)
     if "preemption" in args.parts:
@@ -177,6 +185,30 @@ def xla_table(templates: list[str], xla_python: str, epochs: int) -> None:
                 reads += f" (+ CPU fallbacks: {extra})"
             print(f"| {template} | {loop} | {m['compilations_per_epoch']} | {reads} | {m['log_every_iters']} | {met} |")
 
+    print()
+
+
+def replicas_table(templates: list[str], xla_python: str, epochs: int) -> None:
+    print(
+        "| template | replicas | compilations per epoch | transfers per replica and training iteration"
+        " | transfers per replica and evaluation | log interval | target met |"
+    )
+    print("| --- | --- | --- | --- | --- | --- | --- |")
+    for template in templates:
+        m = xla_replicas(template, xla_python, epochs)
+        n = m["replicas"]
+        own = [t - f for t, f in zip(m["transfers_per_epoch"], m["fallbacks_per_epoch"], strict=True)]
+        per_iter = [t / n / m["iterations_per_epoch"] for t in own]
+        per_eval = [t / n for t in m["eval_transfers_per_epoch"]]
+        steady = all(c == 0 for c in m["compilations_per_epoch"][2:])
+        met = "yes" if steady and max(per_iter) <= 1 / m["log_every_iters"] + 1e-9 else "NO"
+        reads = ", ".join(f"{v:.2f}" for v in per_iter)
+        if any(m["fallbacks_per_epoch"]):
+            extra = ", ".join(f"{f / n / m['iterations_per_epoch']:.2f}" for f in m["fallbacks_per_epoch"])
+            reads += f" (+ CPU fallbacks: {extra})"
+        evals = ", ".join(f"{v:g}" for v in per_eval) or "-"
+        row = [template, n, m["compilations_per_epoch"], reads, evals, m["log_every_iters"], met]
+        print("| " + " | ".join(map(str, row)) + " |")
     print()
 
 

@@ -39,12 +39,16 @@ RUNTIME_NOTES = {
 
 # The TPU set-up cell, for the pins of the project's requirements.txt (``tpu_setup``): one source.
 TPU_SETUP = string.Template("""\
-# torch_xla $version, the last torch_xla release, works only beside torch $version. Install them only if this
-# runtime lacks them (Kaggle's TPU image ships an older pair); a torch that already matches is never
-# reinstalled.
+# torch_xla works only beside the torch release of its version. This project runs on torch_xla $releases: a
+# runtime with either (Kaggle's TPU image ships 2.8) keeps it; any other gets requirements.txt's pins.
 import importlib.metadata as metadata
 import subprocess
 import sys
+
+SUPPORTED = [  # the pinned releases, then the other supported ones
+$supported
+]
+PINNED = $pinned
 
 if not (3, 10) <= sys.version_info[:2] <= (3, 13):
     raise SystemExit(
@@ -61,17 +65,32 @@ def version(package: str) -> str | None:
         return None
 
 
-if version("torch") == version("torch_xla") == "$version":
-    print("torch and torch_xla $version are already installed: nothing to do.")
+installed = {package: version(package) for package in SUPPORTED[0]}
+if installed in SUPPORTED:
+    found = ", ".join(f"{package} {release}" for package, release in installed.items())
+    print(f"{found} already installed: nothing to do.")
 else:
-    subprocess.check_call([sys.executable, "-m", "pip", "install", "torch==$version", "torch_xla[tpu]==$version"])""")
+    subprocess.check_call([sys.executable, "-m", "pip", "install", *PINNED])""")
 
 
 def tpu_setup(root: Path) -> str:
-    """The TPU set-up cell for the torch_xla version that the project's requirements.txt pins."""
-    requirements = (root / "requirements.txt").read_text(encoding="utf-8").splitlines()
-    (pin,) = [line for line in requirements if line.startswith("torch_xla[tpu]==")]
-    return TPU_SETUP.substitute(version=pin.split("==")[1].split()[0])
+    """The TPU set-up cell for the releases the project's requirements.txt pins, and those it also supports."""
+    lines = (root / "requirements.txt").read_text(encoding="utf-8").splitlines()
+    pins = ("torch==", "torch_xla", "torchvision==")
+    pinned = [line.split("#")[0].strip() for line in lines if line.startswith(pins)]
+    also = [spec for line in lines if line.startswith("# also supported:") for spec in line.split(":", 1)[1].split()]
+
+    def releases(specs: list[str]) -> dict[str, str]:
+        return {spec.split("==")[0].split("[")[0]: spec.split("==")[1] for spec in specs}
+
+    supported = [releases(pinned), releases(also)]
+    assert supported[0].keys() == supported[1].keys(), f"requirements.txt: {pinned} and also {also}"
+    return TPU_SETUP.substitute(
+        releases=" or ".join(pair["torch_xla"] for pair in supported),
+        supported="\n".join(f"    {json.dumps(pair)}," for pair in supported),
+        pinned=json.dumps(pinned),
+        version=supported[0]["torch_xla"],
+    )
 
 
 GPU_SETUP = """\

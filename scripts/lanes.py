@@ -1,19 +1,22 @@
 """Test lanes beside the pinned one: the generated projects with the releases their requirements allow.
 
-    python scripts/lanes.py newest|lowest [--template T ...] [--launcher L ...]
+    python scripts/lanes.py newest|lowest|xla-2.8 [--template T ...] [--launcher L ...]
 
-(`bash scripts/lanes.sh newest|lowest` runs it with the base venv's Python.)
+(`bash scripts/lanes.sh newest|lowest|xla-2.8` runs it with the base venv's Python.)
 
 - ``newest``: what ``pip install -r requirements.txt`` gives a user today (the newest releases).
 - ``lowest``: every lower bound at its minimum (uv's ``--resolution lowest-direct``: the requirements'
   own packages at the lowest release they allow, their dependencies as a resolver picks them).
+- ``xla-2.8``: the TPU projects on the other torch_xla release they support (2.8.0, which Kaggle's TPU
+  image ships), named in their requirements.txt ("# also supported: ..."), in place of the 2.9.0 pins,
+  on one XLA CPU device (``PJRT_DEVICE=CPU``; torch_xla without its ``tpu`` extra: no libtpu here).
 
 The lane bakes every template with each launcher that runs without a TPU (none; spawn and torchrun with
 2 gloo processes, torchrun with Hydra and mixed precision) into ``.lanes/<lane>/``, builds ``.venv-<lane>``
 from the union of the baked projects' requirements.txt plus pytest (rebuilt only when that union
 changes), then for each project trains briefly, offline, with the README's command, and runs the
 project's own tests. It prints a table and the versions used, and exits 1 if anything failed.
-The TPU projects' exact pins (torch and torch_xla 2.9.0) are not part of a lane.
+The newest and lowest lanes leave the TPU projects' exact pins (torch and torch_xla 2.9.0) alone.
 """
 
 import argparse
@@ -27,12 +30,13 @@ import sys
 import time
 from pathlib import Path
 
+from answers import REPO, TEMPLATES
+from projects import XLA_CPU, XLA_CPU_CONFIG, XLA_OWN_TESTS, free_port, make_offline, readme_block
+
 # What the tests and the lanes share (the templates, the quick-run edits, the README's blocks, ports) lives
 # beside this script: scripts/answers.py and scripts/projects.py, on the tests' path too (pyproject.toml).
-from answers import REPO, TEMPLATES
-from projects import free_port, make_offline, readme_block
 
-LANES = ("newest", "lowest")
+LANES = ("newest", "lowest", "xla-2.8")
 # The answers of each launcher a lane covers (every launcher but the TPU's): two processes where
 # there are several, and on torchrun the other shapes a dependency can break (Hydra, autocast).
 LAUNCHERS: dict[str, dict] = {
@@ -49,13 +53,16 @@ LAUNCHERS: dict[str, dict] = {
 # What the projects' own tests need beyond requirements.txt.
 TEST_REQUIREMENTS = ["pytest>=8"]
 # The packages whose versions a lane reports.
-REPORTED = ["torch", "torchvision", "pytorch-ignite", "transformers", "datasets", "hydra-core", "numpy"]
+REPORTED = ["torch", "torch_xla", "torchvision", "pytorch-ignite", "transformers", "datasets", "hydra-core", "numpy"]
 # Nothing reaches the network: Hugging Face libraries fail at once instead of downloading.
 OFFLINE_ENV = {"PYTHONUNBUFFERED": "1", "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1"}
 
 
-def plan() -> list[tuple[str, str, dict]]:
-    """(template, launcher, answers) of every project a lane bakes: each template with each launcher."""
+def plan(lane: str = "newest") -> list[tuple[str, str, dict]]:
+    """(template, launcher, answers) of every project a lane bakes: each template with each launcher (the
+    TPU lane: each template's TPU project, whose replicas torch_xla's spawn starts)."""
+    if lane == "xla-2.8":
+        return [(template, "xla-tpu", {"backend": "xla-tpu", "include_test": True}) for template in TEMPLATES]
     return [
         (template, launcher, {**answers, "include_test": True})
         for template in TEMPLATES
@@ -73,12 +80,18 @@ def bake(template: str, answers: dict, output_dir: Path) -> Path:
     )
 
 
-def requirements(projects: list[Path]) -> list[str]:
-    """The union of the projects' requirements.txt (first seen first), then what their tests need."""
+def requirements(projects: list[Path], lane: str = "newest") -> list[str]:
+    """The union of the projects' requirements.txt (first seen first), then what their tests need. The TPU
+    lane takes the releases each names as "also supported" for its pins (torch_xla without ``[tpu]``)."""
     lines: list[str] = []
     for project in projects:
-        for line in (project / "requirements.txt").read_text().splitlines():
+        text = (project / "requirements.txt").read_text().splitlines()
+        also = [spec for line in text if line.startswith("# also supported:") for spec in line.split(":")[1].split()]
+        also = {spec.split("==")[0].split("[")[0]: spec.replace("[tpu]", "") for spec in also}
+        for line in text:
             line = line.split("#", 1)[0].strip()
+            if lane == "xla-2.8":
+                line = also.get(line.split("==")[0].split("[")[0], line)
             if line and line not in lines:
                 lines.append(line)
     return lines + [line for line in TEST_REQUIREMENTS if line not in lines]
@@ -87,7 +100,7 @@ def requirements(projects: list[Path]) -> list[str]:
 def install_commands(lane: str, venv: Path, requirements_file: Path) -> list[list[str]]:
     """How the lane's venv gets its packages (after ``python -m venv``): the user's pip, or uv's lowest bounds."""
     python = str(venv / "bin" / "python")
-    if lane == "newest":
+    if lane in ("newest", "xla-2.8"):
         return [
             [python, "-m", "pip", "install", "--quiet", "--upgrade", "pip"],
             [python, "-m", "pip", "install", "--quiet", "-r", str(requirements_file)],
@@ -135,14 +148,19 @@ def build_venv(lane: str, venv: Path, lines: list[str], python: str) -> bool:
 
 
 def train_command(project: Path) -> list[str]:
-    """The README's training command (``python main.py ...`` or ``torchrun ...``)."""
-    return shlex.split(readme_block(project, "## Train"))
+    """The README's training command (``python main.py ...`` or ``torchrun ...``), without the variables it
+    sets first (a TPU project's ``PJRT_DEVICE=TPU``: the TPU lane runs on the XLA CPU device)."""
+    words = shlex.split(readme_block(project, "## Train"))
+    while "=" in words[0]:
+        words.pop(0)
+    return words
 
 
-def lane_env(venv: Path) -> dict[str, str]:
-    """The environment of a user with the lane's venv activated, offline."""
+def lane_env(venv: Path, lane: str = "newest") -> dict[str, str]:
+    """The environment of a user with the lane's venv activated, offline (the TPU lane: on the XLA CPU device)."""
     path = f"{venv / 'bin'}{os.pathsep}{os.environ.get('PATH', '')}"
-    return {**os.environ, **OFFLINE_ENV, "VIRTUAL_ENV": str(venv), "PATH": path}
+    xla = XLA_CPU if lane == "xla-2.8" else {}
+    return {**os.environ, **OFFLINE_ENV, **xla, "VIRTUAL_ENV": str(venv), "PATH": path}
 
 
 def run_step(argv: list[str], cwd: Path, env: dict, log: Path, timeout: int) -> bool:
@@ -177,7 +195,9 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("lane", choices=LANES)
     parser.add_argument("--template", action="append", choices=TEMPLATES, help="only this template (repeatable)")
-    parser.add_argument("--launcher", action="append", choices=list(LAUNCHERS), help="only this launcher (repeatable)")
+    parser.add_argument(
+        "--launcher", action="append", choices=[*LAUNCHERS, "xla-tpu"], help="only this launcher (repeatable)"
+    )
     parser.add_argument("--python", default=os.environ.get("PYTHON", "python3"), help="Python for the venv")
     args = parser.parse_args(argv)
 
@@ -186,11 +206,12 @@ def main(argv: list[str] | None = None) -> int:
     shutil.rmtree(work, ignore_errors=True)
     # Every project is baked, whatever the filters: the venv is the one a user of any of them gets.
     projects = []
-    for template, launcher, answers in plan():
+    for template, launcher, answers in plan(args.lane):
         project = bake(template, {**answers, "master_port": str(free_port())}, work / f"{template}-{launcher}")
-        make_offline(project)  # the edits a user makes for a brief offline run, as in the tests
+        # The edits a user makes for a brief offline run, as in the tests (on XLA, their lighter models).
+        make_offline(project, **(XLA_CPU_CONFIG.get(template, {}) if launcher == "xla-tpu" else {}))
         projects.append((template, launcher, project))
-    lines = requirements([project for _, _, project in projects])
+    lines = requirements([project for _, _, project in projects], args.lane)
     print(f"{args.lane} lane requirements: {', '.join(lines)}", flush=True)
 
     venv = REPO / f".venv-{args.lane}"
@@ -199,15 +220,16 @@ def main(argv: list[str] | None = None) -> int:
     build_seconds = time.monotonic() - build_started
     print(f"{venv}: {'built' if built else 'reused'} in {build_seconds:.0f} s", flush=True)
 
-    env = lane_env(venv)
+    env = lane_env(venv, args.lane)
     rows = []
     for template, launcher, project in projects:
         if (args.template and template not in args.template) or (args.launcher and launcher not in args.launcher):
             continue
         step_started = time.monotonic()
         trained = run_step(train_command(project), project, env, project / "lane-train.log", timeout=900)
+        own_tests = XLA_OWN_TESTS.get(template, []) if launcher == "xla-tpu" else []
         tested = run_step(
-            [str(venv / "bin" / "python"), "-m", "pytest", "-q", "-p", "no:cacheprovider"],
+            [str(venv / "bin" / "python"), "-m", "pytest", "-q", "-p", "no:cacheprovider", *own_tests],
             project,
             env,
             project / "lane-pytest.log",

@@ -33,6 +33,27 @@ def test_a_lane_bakes_every_template_with_every_launcher_but_the_tpus() -> None:
     )
 
 
+def test_the_tpu_lane_trains_each_templates_tpu_project_on_the_other_supported_torch_xla(tmp_path: Path) -> None:
+    planned = lanes.plan("xla-2.8")
+    assert [(template, answers["backend"]) for template, _, answers in planned] == [(t, "xla-tpu") for t in TEMPLATES]
+    project = tmp_path / "tpu"
+    project.mkdir()
+    (project / "requirements.txt").write_text(
+        "# also supported: torch==2.8.0 torch_xla[tpu]==2.8.0\ntorch==2.9.0\ntorch_xla[tpu]==2.9.0\n"
+        "pytorch-ignite>=0.5.5,<0.6\n# also supported: torchvision==0.23.0\ntorchvision==0.24.0 # for torch 2.9.0\n"
+    )
+    assert lanes.requirements([project], "xla-2.8") == [
+        "torch==2.8.0",
+        "torch_xla==2.8.0",  # no libtpu on a CPU
+        "pytorch-ignite>=0.5.5,<0.6",
+        "torchvision==0.23.0",
+        *lanes.TEST_REQUIREMENTS,
+    ]
+    assert lanes.lane_env(tmp_path, "xla-2.8")["PJRT_DEVICE"] == "CPU", "the TPU lane runs on the XLA CPU device"
+    tpu_project = lanes.bake("gan", {"backend": "xla-tpu"}, tmp_path)
+    assert lanes.train_command(tpu_project)[:2] == ["python", "main.py"], "the README's command, PJRT_DEVICE=TPU left"
+
+
 def test_lowest_lane_resolves_each_lower_bound_to_its_minimum_and_newest_installs_as_a_user_does(
     tmp_path: Path,
 ) -> None:

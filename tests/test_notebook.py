@@ -169,12 +169,58 @@ def test_tpu_setup_cell_stops_with_one_sentence_on_a_python_without_torch_xla_wh
 
 
 def test_tpu_setup_cell_installs_torch_xla_where_it_is_missing(bake) -> None:
-    """This venv has torch 2.9.0 and no torch_xla (like a runtime without it): the cell installs the pair."""
+    """This venv has torch 2.9.0 and no torch_xla (like a runtime without it): the cell installs the pins."""
     code = setup_cell(read_notebook(bake(backend="xla-tpu"))).source
     simulated = SIMULATED_RUNTIME.format(version=tuple(sys.version_info)) + code
     proc = subprocess.run([sys.executable, "-c", simulated], capture_output=True, text=True)
     assert proc.returncode == 0, proc.stderr
-    assert proc.stdout.strip() == "pip would run: ['install', 'torch==2.9.0', 'torch_xla[tpu]==2.9.0']"
+    pins = "['install', 'torch==2.9.0', 'torch_xla[tpu]==2.9.0', 'torchvision==0.24.0']"
+    assert proc.stdout.strip() == f"pip would run: {pins}", "the pins of requirements.txt, torchvision's with them"
+
+
+# What a runtime has installed, as importlib.metadata reports it (None: not installed).
+INSTALLED = """\
+import importlib.metadata
+
+_installed = {installed!r}
+
+
+def _version(package):
+    if _installed.get(package) is None:
+        raise importlib.metadata.PackageNotFoundError(package)
+    return _installed[package]
+
+
+importlib.metadata.version = _version
+"""
+KAGGLE = {"torch": "2.8.0+cpu", "torch_xla": "2.8.0", "torchvision": "0.23.0+cpu"}  # its TPU image's releases
+
+
+@pytest.mark.parametrize(
+    ("template", "installed", "installs"),
+    [
+        ("vision-classification", KAGGLE, False),  # the other supported release: kept
+        ("text-classification", {"torch": "2.8.0", "torch_xla": "2.8.0"}, False),  # no torchvision needed
+        ("vision-classification", {**KAGGLE, "torchvision": "0.24.0"}, True),  # a torchvision of another torch
+        ("text-classification", {"torch": "2.9.0", "torch_xla": "2.8.0"}, True),  # a torch_xla of another torch
+        ("gan", {"torch": "2.7.1", "torch_xla": "2.7.0"}, True),  # an unsupported release
+    ],
+)
+def test_tpu_setup_cell_keeps_a_supported_release_and_installs_the_pins_over_any_other(
+    bake, template: str, installed: dict, installs: bool
+) -> None:
+    code = setup_cell(read_notebook(bake(template, backend="xla-tpu"))).source
+    simulated = SIMULATED_RUNTIME.format(version=tuple(sys.version_info)) + INSTALLED.format(installed=installed) + code
+    proc = subprocess.run([sys.executable, "-c", simulated], capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr
+    if installs:
+        assert proc.stdout.startswith("pip would run: ['install', 'torch==2.9.0', 'torch_xla[tpu]==2.9.0'"), (
+            f"{installed}: not a supported release, the cell must install the pinned one:\n{proc.stdout}"
+        )
+    else:
+        assert proc.stdout.strip().endswith("already installed: nothing to do."), (
+            f"{installed} is supported: the cell must keep it, not reinstall torch:\n{proc.stdout}"
+        )
 
 
 # GPU and CPU notebooks run on this CPU too (nccl's default is one process, on the CPU without a GPU);

@@ -20,7 +20,16 @@ from answers import TEMPLATES, template_context
 from checkpoints import check_loads_without_torch_xla, load_checkpoint
 from environments import XLA_CPU, XLA_CPU_CONFIG, XLA_PYTHON
 from notebooks import run_notebook_alone, setup_cell
-from projects import LEARNING_TESTS, load_module, make_offline, read_log, readme_train_command, run_cmd, run_dirs
+from projects import (
+    LEARNING_TESTS,
+    XLA_OWN_TESTS,
+    load_module,
+    make_offline,
+    read_log,
+    readme_train_command,
+    run_cmd,
+    run_dirs,
+)
 from scheduling import on_one_worker
 from torchvision.models import resnet18
 from torchvision.models.segmentation import deeplabv3_mobilenet_v3_large
@@ -211,13 +220,6 @@ def test_tpu_run_draws_a_picture_each_epoch(tpu_run, template: str) -> None:
     if template == "gan":
         assert (run.run_dir / "losses.png").is_file()
         assert all(set(values) >= {"loss_d", "loss_g"} for values in run.log["train"])
-
-
-# Segmentation's own training tests take 6 minutes on this CPU device (its models compile for minutes): its
-# TPU project runs its tests/test_xla.py here (launch, shim, eval metrics on the device), and all its own tests,
-# the learning one included, on the CPU (tests/test_training_runs.py). Its XLA training is
-# the TPU notebook run above.
-XLA_OWN_TESTS = {"vision-segmentation": ["tests/test_xla.py"]}
 
 
 @pytest.mark.parametrize("template", TEMPLATES)
