@@ -34,8 +34,8 @@ class ClassifierMetrics(Metric):
     cost two device reads per eval batch, each waiting for the TPU. Here each batch adds its correct
     predictions, summed loss and examples (padding rows left out) to one vector on the device;
     ``compute`` sums it over the replicas and reads it in one transfer. It sets ``accuracy`` and
-    ``loss`` in the evaluator's metrics, as ignite's two metrics would, with the same values (like
-    them, it scores the samples a DistributedSampler repeats to give every replica as many).
+    ``loss`` in the evaluator's metrics, as ignite's two metrics would, with the same values: each eval
+    sample is in one replica's share only (loaders.EvalShard), so the sums count it once.
     """
 
     def __init__(self, loss_fn: nn.Module) -> None:

@@ -2,9 +2,6 @@
 """Handlers on the engines: loss logging and progress, checkpoints, stopping rules, resuming."""
 
 import logging
-{% if cookiecutter.save_training %}
-import zipfile
-{% endif %}
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
@@ -35,13 +32,19 @@ from ignite.handlers import (
 {% endif %}
 )
 
+from preemption import STOP, asked_to_stop
+{% if cookiecutter.save_training %}
+from runs import saved_training_checkpoints
+{% endif %}
+
 
 def setup_handlers(trainer: Engine, config: SimpleNamespace) -> None:
     """Attach loss logging, the progress bar{{ ", the NaN check" if cookiecutter.terminate_on_nan }}{{ ", the iteration timer" if cookiecutter.timer }}.
 
     Stands in for ignite's ``common.setup_common_training_handlers``, whose ``TerminateOnNan`` and
     ``RunningAverage`` read the step's output every iteration: on a TPU each read waits for the device.
-    Here the losses are read every ``log_every_iters`` iterations{{ " and the NaN check uses those values" if cookiecutter.terminate_on_nan }}.
+    Here the losses are read every ``log_every_iters`` iterations{{ " and the NaN check uses those values" if cookiecutter.terminate_on_nan }}; with
+    several processes, their mean over the processes, with the processes' agreement on stopping.
     """
     # The training step returns its losses as one vector that stays on the device (engine.training_engine).
     # It is read here, once every `log_every_iters` iterations and in one transfer (each read waits for
@@ -59,10 +62,21 @@ def setup_handlers(trainer: Engine, config: SimpleNamespace) -> None:
         engine.state.loss_history = [point for point in engine.state.loss_history if point[0] <= engine.state.iteration]
 {% endif %}
 
+    world_size = idist.get_world_size()
+
     @trainer.on(every)
     def read_losses(engine: Engine) -> None:
         output = engine.state.output
-        values = dict(zip(output.names, output.values.tolist(), strict=True))
+        if world_size == 1:
+            read = output.values.tolist()
+        else:
+            # One collective and one read: the losses' mean over the processes (a NaN on one reaches all, so
+            # that they stop together), and their votes on stopping, where they agree (preemption.py).
+            vote = torch.tensor([float(asked_to_stop())], device=output.values.device)
+            *sums, votes = idist.all_reduce(torch.cat([output.values, vote])).tolist()
+            STOP.agreed = votes > 0
+            read = [value / world_size for value in sums]
+        values = dict(zip(output.names, read, strict=True))
         engine.state.metrics.update(values)
 {% if flags.loss_history %}
         engine.state.loss_history.append((engine.state.iteration, values))
@@ -107,17 +121,6 @@ def setup_checkpoints(trainer: Engine, to_save: dict[str, Any], config: SimpleNa
     )
     trainer.add_event_handler(mid_epoch | Events.EPOCH_COMPLETED, save_training)
     return save_training
-
-
-def saved_training_checkpoints(run_dir: Path, filename_prefix: str) -> list[tuple[int, Path]]:
-    """The complete training checkpoints in ``run_dir``, as (iteration, path), oldest first.
-
-    DiskSaver writes each to a temporary file that it renames when complete: a file of this name that
-    is not a whole zip archive (as torch.save writes) was not written by it, and is left out.
-    """
-    paths = Path(run_dir).glob(f"{filename_prefix}_checkpoint_*.pt")
-    saved = [(int(path.stem.rsplit("_", 1)[1]), path) for path in paths if path.stem.rsplit("_", 1)[1].isdigit()]
-    return sorted((iteration, path) for iteration, path in saved if zipfile.is_zipfile(path))
 {% endif %}
 {% if flags.save_checkpoints %}
 

@@ -47,6 +47,16 @@ class StopRequest:
     signum: int | None = None
     reason: str | None = None
     at = 0.0
+{% if cookiecutter.limit_sec | int > 0 %}
+    limit_sec = 0.0
+    deadline = float("inf")  # limit_sec from the start of training (setup_clean_stop)
+{% endif %}
+{% if flags.xla %}
+    stop_file: Path | None = None  # written by launch_replicas when it is asked to stop
+{% endif %}
+    # With several processes: whether any of them was asked to stop, as of the last loss reading, where they
+    # agree on it (handlers.read_losses).
+    agreed = False
 
 
 STOP = StopRequest()
@@ -134,6 +144,19 @@ def ignore_stop_signals(_worker_id: int) -> None:
         signal.signal(signum, signal.SIG_IGN)
 
 
+def asked_to_stop() -> bool:
+    """Whether this process was asked to stop: a stop signal{{ ", the time limit" if cookiecutter.limit_sec | int > 0 }}{{ ", or its launcher's stop file" if flags.xla }}."""
+{% if cookiecutter.limit_sec | int > 0 %}
+    if STOP.reason is None and time.monotonic() > STOP.deadline:
+        STOP.reason = f"the time limit (limit_sec: {STOP.limit_sec})"
+{% endif %}
+{% if flags.xla %}
+    if STOP.reason is None and STOP.stop_file is not None and STOP.stop_file.is_file():
+        STOP.reason = STOP.stop_file.read_text()
+{% endif %}
+    return STOP.reason is not None
+
+
 def exit_status() -> int:
     """The status a process exits with after training: 128 + the stop signal's number (130 for Ctrl-C), or 0."""
     return 0 if STOP.signum is None else 128 + STOP.signum
@@ -170,35 +193,28 @@ def setup_clean_stop(
 ) -> None:
     """Stop all processes at the same iteration once one is asked to, save a checkpoint, record how the run ended.
 
-    With one process the check is free and follows every iteration. With several, they agree in one
-    collective where they have synchronised already: where the losses are read (every
-    ``log_every_iters`` iterations) and after each epoch's evaluation.
+    With one process the check is free and follows every iteration and each epoch's end. With several, they
+    agree where they read the losses anyway, every ``log_every_iters`` iterations: each one's vote travels
+    in the same collective and the same device read as the losses (handlers.read_losses).
     """
     world_size = idist.get_world_size()
-    every = 1 if world_size == 1 else config.log_every_iters
 {% if cookiecutter.limit_sec | int > 0 %}
     # Each command trains for limit_sec at most, and the same command continues.
-    deadline = time.monotonic() + config.limit_sec
+    STOP.limit_sec, STOP.deadline = config.limit_sec, time.monotonic() + config.limit_sec
 {% endif %}
 {% if flags.xla %}
-    # Written by launch_replicas, the process that started this replica, when it is asked to stop.
-    stop_file = Path(os.environ[REPLICAS_FOLDER]) / "stop" if REPLICAS_FOLDER in os.environ else None
+    if REPLICAS_FOLDER in os.environ:
+        STOP.stop_file = Path(os.environ[REPLICAS_FOLDER]) / "stop"
 {% endif %}
     trainer.state.stop_reason = None
+    checks = Events.ITERATION_COMPLETED | Events.EPOCH_COMPLETED
+    if world_size > 1:
+        checks = Events.ITERATION_COMPLETED(every=config.log_every_iters)
 
-    @trainer.on(Events.ITERATION_COMPLETED(every=every) | Events.EPOCH_COMPLETED)
+    @trainer.on(checks)
     def stop_if_asked(engine: Engine) -> None:
-{% if cookiecutter.limit_sec | int > 0 %}
-        if STOP.reason is None and time.monotonic() > deadline:
-            STOP.reason = f"the time limit (limit_sec: {config.limit_sec})"
-{% endif %}
-{% if flags.xla %}
-        if STOP.reason is None and stop_file is not None and stop_file.is_file():
-            STOP.reason = stop_file.read_text()
-{% endif %}
-        asked = STOP.reason is not None
-        if world_size > 1:
-            asked = idist.all_reduce(float(asked), op="MAX") > 0
+        # Several processes act on the agreement of the loss reading: all of them at the same iteration.
+        asked = asked_to_stop() if world_size == 1 else STOP.agreed
         if asked and engine.state.stop_reason is None:
             engine.state.stop_reason = STOP.reason or "another process's stop request"
             engine.logger.info("Stopping after iteration %d: %s", engine.state.iteration, engine.state.stop_reason)

@@ -6,6 +6,9 @@ A run that finished is not trained again; one that stopped continues from its ne
 """
 
 import json
+{% if cookiecutter.save_training %}
+import zipfile
+{% endif %}
 from datetime import datetime
 from pathlib import Path
 from types import SimpleNamespace
@@ -13,10 +16,6 @@ from typing import NamedTuple
 
 import ignite.distributed as idist
 import yaml
-{% if cookiecutter.save_training %}
-
-from handlers import saved_training_checkpoints
-{% endif %}
 
 # Config keys that may differ between a run and the command that continues it: none changes what the
 # iterations already trained would have been. A larger max_epochs trains a finished run longer.
@@ -84,3 +83,16 @@ def _new_run(config: SimpleNamespace) -> tuple[str, None, str]:
 def _lock_config(run_dir: Path, config: SimpleNamespace) -> None:
     with open(run_dir / "config-lock.yaml", "w") as f:
         yaml.safe_dump(vars(config), f, sort_keys=False)
+{% if cookiecutter.save_training %}
+
+
+def saved_training_checkpoints(run_dir: Path, filename_prefix: str) -> list[tuple[int, Path]]:
+    """The complete training checkpoints in ``run_dir``, as (iteration, path), oldest first.
+
+    DiskSaver writes each to a temporary file that it renames when complete: a file of this name that
+    is not a whole zip archive (as torch.save writes) was not written by it, and is left out.
+    """
+    paths = Path(run_dir).glob(f"{filename_prefix}_checkpoint_*.pt")
+    saved = [(int(path.stem.rsplit("_", 1)[1]), path) for path in paths if path.stem.rsplit("_", 1)[1].isdigit()]
+    return sorted((iteration, path) for iteration, path in saved if zipfile.is_zipfile(path))
+{% endif %}
