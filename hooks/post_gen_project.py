@@ -9,7 +9,6 @@ The answers arrive as JSON on the last line; everything above it is plain Python
 import json
 import shlex
 import shutil
-import string
 from pathlib import Path
 
 # Notebook-level metadata that opens the notebook on the right runtime, written the way each service
@@ -37,135 +36,27 @@ RUNTIME_NOTES = {
     "gloo": "Runtime: any; training runs on the CPU.",
 }
 
-# The TPU set-up cell, for the pins of the project's requirements.txt (``tpu_setup``): one source.
-TPU_SETUP = string.Template("""\
-# torch_xla works only beside the torch release of its version. This project runs on torch_xla $releases: a
-# runtime with either (Kaggle's TPU image ships 2.8) keeps it; any other gets requirements.txt's pins.
-import importlib.metadata as metadata
-import subprocess
-import sys
-
-SUPPORTED = [  # the pinned releases, then the other supported ones
-$supported
-]
-PINNED = $pinned
-
-if not (3, 10) <= sys.version_info[:2] <= (3, 13):
-    raise SystemExit(
-        "torch_xla $version has wheels for Python 3.10 to 3.13 only, and this runtime runs Python "
-        f"{sys.version_info[0]}.{sys.version_info[1]}: open the notebook on a runtime with one of those "
-        "(or, on a TPU VM, make a virtual environment with one) and run it again."
-    )
+# The notebook's own Python cells are files of common/notebook/, linked into each template's project tree
+# as `.notebook/<name>` (a real folder of symlinked files: cookiecutter renders a symlinked file, never a
+# symlinked folder's files). So cookiecutter renders them with the answers and the Jinja of every other
+# project file (flags.j2's TPU pins, commands.j2's training command), and they are Python that ruff
+# checks in the notebook. This hook reads them, then removes the folder: the project never keeps it.
+NOTEBOOK_CELLS = ".notebook"
+# The files, in the order of their cells in the notebook: the runtime's set-up (TPU, or GPU and CPU), then,
+# after the project's files and the install, Google Drive (runs that survive a disconnect) and training.
+CELL_FILES = ["runtime_tpu.py", "runtime.py", "drive.py", "train.py"]
 
 
-def version(package: str) -> str | None:
-    try:
-        return metadata.version(package).split("+")[0]
-    except metadata.PackageNotFoundError:
-        return None
-
-
-installed = {package: version(package) for package in SUPPORTED[0]}
-if installed in SUPPORTED:
-    found = ", ".join(f"{package} {release}" for package, release in installed.items())
-    print(f"{found} already installed: nothing to do.")
-else:
-    subprocess.check_call([sys.executable, "-m", "pip", "install", *PINNED])""")
-
-
-def tpu_setup(root: Path) -> str:
-    """The TPU set-up cell for the releases the project's requirements.txt pins, and those it also supports."""
-    lines = (root / "requirements.txt").read_text(encoding="utf-8").splitlines()
-    pins = ("torch==", "torch_xla", "torchvision==")
-    pinned = [line.split("#")[0].strip() for line in lines if line.startswith(pins)]
-    also = [spec for line in lines if line.startswith("# also supported:") for spec in line.split(":", 1)[1].split()]
-
-    def releases(specs: list[str]) -> dict[str, str]:
-        return {spec.split("==")[0].split("[")[0]: spec.split("==")[1] for spec in specs}
-
-    supported = [releases(pinned), releases(also)]
-    assert supported[0].keys() == supported[1].keys(), f"requirements.txt: {pinned} and also {also}"
-    return TPU_SETUP.substitute(
-        releases=" or ".join(pair["torch_xla"] for pair in supported),
-        supported="\n".join(f"    {json.dumps(pair)}," for pair in supported),
-        pinned=json.dumps(pinned),
-        version=supported[0]["torch_xla"],
-    )
-
-
-GPU_SETUP = """\
-import torch
-
-# nccl needs CUDA GPUs: in Colab, Runtime > Change runtime type > GPU.
-print("torch", torch.__version__, "- GPUs visible:", torch.cuda.device_count())"""
-
-CPU_SETUP = """\
-import torch
-
-print("torch", torch.__version__, "- GPUs visible:", torch.cuda.device_count())"""
-
-SETUPS = {"nccl": GPU_SETUP, "gloo": CPU_SETUP}
-
-# Runs kept on Google Drive survive a disconnect (the runtime's disk does not): "Run all" then continues.
-DRIVE = string.Template("""\
-# A disconnected Colab runtime loses its disk, run directories included. On Google Drive they stay, and
-# "Run all" after a disconnect continues the interrupted run. Skipped outside Colab (and when False).
-KEEP_RUNS_ON_DRIVE = True
-
-import sys
-from pathlib import Path
-
-import yaml
-
-output_dir = Path(yaml.safe_load(Path("config.yaml").read_text())["output_dir"])
-if KEEP_RUNS_ON_DRIVE and "google.colab" in sys.modules:
-    from google.colab import drive
-
-    drive.mount("/content/drive")
-    on_drive = Path("/content/drive/MyDrive") / "$slug" / output_dir.name
-    on_drive.mkdir(parents=True, exist_ok=True)
-    if output_dir.is_symlink():
-        output_dir.unlink()
-    if output_dir.exists():
-        raise SystemExit(f"{output_dir} holds runs on this runtime: move them to {on_drive}, then run this again.")
-    output_dir.parent.mkdir(parents=True, exist_ok=True)
-    output_dir.symlink_to(on_drive, target_is_directory=True)
-    print(f"Runs go to {on_drive} on Google Drive (through {output_dir}).")
-else:
-    print(f"Runs go to {output_dir.resolve()} on this machine.")""")
-
-# The README's training command, in a process group of its own so that the stop button reaches all of it.
-TRAIN = string.Template("""\
-# The README's training command. Interrupt (the stop button) stops it cleanly: every process finishes its
-# iteration and a training checkpoint is saved; run this cell again (or "Run all") to continue the run.
-import codecs
-import os
-import signal
-import subprocess
-import sys
-
-COMMAND = $command
-# `python` and `torchrun` are this notebook's, as for the install cell.
-env = {**os.environ, "PATH": os.path.dirname(sys.executable) + os.pathsep + os.environ["PATH"]}
-output = {"stdout": subprocess.PIPE, "stderr": subprocess.STDOUT}
-# Incremental: a chunk may end inside a character (the progress bar's blocks take 3 bytes).
-decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
-
-
-def show_output(run: subprocess.Popen) -> None:
-    for chunk in iter(lambda: run.stdout.read1(), b""):
-        print(decoder.decode(chunk), end="", flush=True)
-
-
-with subprocess.Popen(COMMAND, shell=True, env=env, start_new_session=True, **output) as run:
-    try:
-        show_output(run)
-    except KeyboardInterrupt:
-        os.killpg(run.pid, signal.SIGINT)  # a Ctrl-C to the whole command
-        show_output(run)  # until it has stopped cleanly
-        raise
-if run.returncode != 0:
-    raise RuntimeError(f"training failed (exit status {run.returncode}): see its output above")""")
+def take_cells(root: Path) -> dict[str, str]:
+    """The rendered cells (file name -> cell text), read from the project's `.notebook/`, which is removed."""
+    folder = root / NOTEBOOK_CELLS
+    found = sorted(path.name for path in folder.iterdir())
+    if found != sorted(CELL_FILES):
+        raise RuntimeError(f"{NOTEBOOK_CELLS}/ holds {found}, not the notebook's cells {CELL_FILES}")
+    # A cell's text is its file's: the file's last newline (ruff wants one) ends the cell's last line.
+    cells = {name: (folder / name).read_text(encoding="utf-8").removesuffix("\n") for name in CELL_FILES}
+    shutil.rmtree(folder)
+    return cells
 
 
 # Each CI service's files (the `ci` answer): the others are removed.
@@ -257,15 +148,15 @@ def write_regenerate_command(ctx: dict, root: Path) -> None:
     readme.write_text(with_regenerate_command(readme.read_text(encoding="utf-8"), ctx, defaults), encoding="utf-8")
 
 
-def readme_parts(root: Path) -> tuple[str, str, str, str]:
-    """The README's opening paragraph, its "Generated from" line (the answers that shape the project),
-    install commands and training command: one source for both documents."""
+def readme_parts(root: Path) -> tuple[str, str, str]:
+    """The README's opening paragraph, its "Generated from" line (the answers that shape the project) and
+    install commands: one source for both documents. (The training command is the training cell's own:
+    the README's macro, commands.j2's ``train_command``, rendered into it.)"""
     readme = (root / "README.md").read_text(encoding="utf-8")
     paragraphs = [paragraph.strip() for paragraph in readme.split("\n\n")]
     intro = paragraphs[1]
     (answers,) = [paragraph for paragraph in paragraphs if paragraph.startswith("Generated from ")]
-    install, command = (_first_bash_block(readme, heading) for heading in ("## Install", "## Train"))
-    return intro, answers.replace("\n", " "), install, command
+    return intro, answers.replace("\n", " "), _first_bash_block(readme, "## Install")
 
 
 def _first_bash_block(readme: str, heading: str) -> str:
@@ -305,16 +196,19 @@ def _cell(index: int, kind: str, text: str) -> dict:
     return cell
 
 
-def build_notebook(ctx: dict, root: Path, name: str) -> dict:
-    """The project as a notebook: description, runtime set-up, one cell per file, install, train."""
-    intro, answers, install, command = readme_parts(root)
+def build_notebook(ctx: dict, root: Path, name: str, code: dict[str, str]) -> dict:
+    """The project as a notebook: description, runtime set-up, one cell per file, install, train.
+
+    ``code``: the rendered cells of ``.notebook/`` (``take_cells``), by file name.
+    """
+    intro, answers, install = readme_parts(root)
     files = project_files(root, root / name)
     folders = sorted({str(path.parent) for path in files if str(path.parent) != "."})
 
     cells = [
         ("markdown", f"# {ctx['project_name']}\n\n{intro}\n\n{answers}\n\n{RUNTIME_NOTES[ctx['backend']]}"),
         ("markdown", "## Set up the runtime"),
-        ("code", tpu_setup(root) if ctx["backend"] == "xla-tpu" else SETUPS[ctx["backend"]]),
+        ("code", code["runtime_tpu.py" if ctx["backend"] == "xla-tpu" else "runtime.py"]),
         ("markdown", "## Write the project files\n\nEach cell below writes one file of the project."),
     ]
     if folders:
@@ -329,9 +223,9 @@ def build_notebook(ctx: dict, root: Path, name: str) -> dict:
         ("markdown", "## Install the requirements"),
         ("code", install_cell(install)),
         ("markdown", "## Keep the runs on Google Drive"),
-        ("code", DRIVE.substitute(slug=ctx["project_slug"])),
+        ("code", code["drive.py"]),
         ("markdown", "## Train\n\nThe command the project's README gives."),
-        ("code", TRAIN.substitute(command=json.dumps(command))),
+        ("code", code["train.py"]),
     ]
     return {
         "cells": [_cell(i, kind, text) for i, (kind, text) in enumerate(cells)],
@@ -345,10 +239,10 @@ def build_notebook(ctx: dict, root: Path, name: str) -> dict:
     }
 
 
-def write_notebook(ctx: dict, root: Path) -> Path:
+def write_notebook(ctx: dict, root: Path, code: dict[str, str]) -> Path:
     """Write ``<project_slug>.ipynb`` at the project root, byte-identical for the same answers."""
     name = f"{ctx['project_slug']}.ipynb"
-    notebook = build_notebook(ctx, root, name)
+    notebook = build_notebook(ctx, root, name, code)
     path = root / name
     path.write_text(json.dumps(notebook, indent=1, sort_keys=True, ensure_ascii=False) + "\n", encoding="utf-8")
     return path
@@ -357,7 +251,7 @@ def write_notebook(ctx: dict, root: Path) -> Path:
 def main(ctx: dict, root: Path) -> None:
     remove_unchosen(ctx, root)
     write_regenerate_command(ctx, root)
-    write_notebook(ctx, root)
+    write_notebook(ctx, root, take_cells(root))  # the cells' folder removed before the project's files are listed
 
 
 if __name__ == "__main__":

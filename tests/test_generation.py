@@ -109,6 +109,7 @@ def test_generated_files_are_the_ones_the_answers_ask_for(baked, template: str, 
     ci_files = {name for name in CI_FILES.values() if name}
     assert names & ci_files == ({CI_FILES[combo["ci"]]} - {None}), f"ci={combo['ci']}: CI files {names & ci_files}"
     assert ".pre-commit-config.yaml" in names and ".cookiecutter-defaults.json" not in names
+    assert not (project / ".notebook").exists(), "the notebook's cells: read, then removed, by the hook"
     tpu = combo["backend"] == "xla-tpu"
     assert ("xla.py" in names) == tpu, "xla.py exactly in a TPU project"
     assert ("tests/test_xla.py" in names) == (tpu and combo["include_test"]), "tests/test_xla.py: TPU projects' tests"
@@ -146,10 +147,15 @@ def test_generated_modules_are_short_enough_to_read_at_once(baked, template: str
 
 @each_bake
 def test_generated_project_is_ruff_clean(baked, template: str, combo: dict) -> None:
+    """Every Python file, and the notebook's Python cells: the set-up, Drive and training cells rendered from
+    common/notebook/ and the hook's own. The project's ruff settings leave the notebook out of ``ruff .`` (its
+    %%writefile cells are the project's files); named, it is checked with those settings, and ruff skips the
+    cells that start with a cell magic."""
     project = baked(template, **combo)
-    lint = ruff(project, "check", "--no-cache", ".")
+    notebook = f"{project.name}.ipynb"
+    lint = ruff(project, "check", "--no-cache", ".", notebook)
     assert lint.returncode == 0, f"ruff check failed:\n{lint.stdout}{lint.stderr}"
-    fmt = ruff(project, "format", "--no-cache", "--check", "--diff", ".")
+    fmt = ruff(project, "format", "--no-cache", "--check", "--diff", ".", notebook)
     assert fmt.returncode == 0, f"ruff format would change files:\n{fmt.stdout}{fmt.stderr}"
 
 

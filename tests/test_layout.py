@@ -91,6 +91,20 @@ def test_whole_shared_files_are_linked_not_copied(template: str) -> None:
             assert path.is_symlink() and path.resolve() == shared, f"{path} must be a symlink to {shared}"
 
 
+@pytest.mark.parametrize("template", TEMPLATES)
+def test_notebook_cells_are_linked_file_by_file_into_a_real_folder(template: str) -> None:
+    """The notebook's Python cells (common/notebook/) reach each project tree as `.notebook/`, which the
+    post-generation hook reads and removes: a real folder of links, since cookiecutter renders a symlinked file
+    as a copy of its target but a symlinked folder as an empty one."""
+    folder = REPO / template / "{{cookiecutter.__project_dir}}" / ".notebook"
+    assert folder.is_dir() and not folder.is_symlink(), f"{folder} must be a real folder"
+    shared = sorted((COMMON / "notebook").iterdir())
+    assert sorted(path.name for path in folder.iterdir()) == [path.name for path in shared]
+    for target in shared:
+        path = folder / target.name
+        assert path.is_symlink() and path.resolve() == target, f"{path} must be a symlink to {target}"
+
+
 # Questions about the eval metric (best models, early stopping): only a template with an eval metric
 # (`_eval_metric`, read by flags.j2) asks them. A GAN has none: its losses do not rank its samples.
 EVAL_METRIC_QUESTIONS = {"save_best_model", "patience"}

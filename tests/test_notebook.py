@@ -13,7 +13,7 @@ import yaml
 from answers import REPO, TEMPLATES, pairwise, resolved_launcher, template_options, valid
 from environments import PYTHON
 from notebooks import cell_under, read_notebook, run_notebook_alone, setup_cell
-from projects import OFFLINE, free_port, notebook_training_command, readme_train_command, run_cmd
+from projects import OFFLINE, free_port, notebook_training_command, readme_block, readme_train_command, run_cmd
 
 BACKENDS = ["nccl", "gloo", "xla-tpu"]
 # Files for the project's repository (CI, pre-commit hooks), not written by the notebook.
@@ -97,6 +97,50 @@ def test_notebook_cells_write_every_file_byte_for_byte(baked, template: str, bac
     assert sources[-1] == train, "training is the last cell"
 
 
+# Answer sets whose training commands differ in form: a TPU one, a spawned fire one, and torchrun on two nodes,
+# too long for one line of the cell (written in two: the launcher's arguments, then the script's).
+TRAINING_ANSWERS = [
+    {"backend": "xla-tpu"},
+    {"backend": "gloo", "launcher": "spawn", "argparser": "fire"},
+    {"backend": "gloo", "launcher": "torchrun", "nnodes": "2", "argparser": "hydra"},
+]
+
+
+@pytest.mark.parametrize("answers", TRAINING_ANSWERS, ids=["tpu", "spawn-fire", "torchrun-2-nodes-hydra"])
+def test_training_cell_runs_the_readmes_training_command(baked, answers: dict) -> None:
+    """One source, commands.j2's train_command: the README's "## Train" block and the training cell's COMMAND."""
+    project = baked(**valid({"launcher": "auto", **answers}))
+    train = cell_under(read_notebook(project), "## Train").source
+    assert notebook_training_command(train) == readme_block(project, "## Train")
+
+
+def ruff(folder: Path, *args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "ruff", *args], cwd=folder, capture_output=True, text=True)
+
+
+# The cells rendered from common/notebook/ (the backend's set-up, Drive, training), by the heading they follow.
+RENDERED_CELLS = ["## Set up the runtime", "## Keep the runs on Google Drive", "## Train"]
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_notebook_cells_are_ruff_clean_and_a_lint_error_in_one_fails(baked, tmp_path: Path, backend: str) -> None:
+    """With the project's ruff settings (which leave *.ipynb out of `ruff check .`: the notebook is named), as
+    tests/test_generation.py checks every bake; the same check fails on an error put into each rendered cell
+    (ruff reads them: it skips only the %%writefile cells)."""
+    project = baked(backend=backend)
+    name = f"{project.name}.ipynb"
+    for args in (["check", "--no-cache"], ["format", "--no-cache", "--check", "--diff"]):
+        proc = ruff(project, *args, name)
+        assert proc.returncode == 0, f"ruff {args[0]} on the {backend} notebook:\n{proc.stdout}{proc.stderr}"
+    shutil.copy(project / "pyproject.toml", tmp_path)
+    for heading in RENDERED_CELLS:
+        notebook = read_notebook(project)
+        cell_under(notebook, heading).source += "\nprint(not_defined)"
+        nbformat.write(notebook, tmp_path / name)
+        proc = ruff(tmp_path, "check", "--no-cache", name)
+        assert proc.returncode == 1 and "F821" in proc.stdout, f"{heading}: {proc.stdout}{proc.stderr}"
+
+
 def test_install_cell_runs_the_readme_install_commands(bake) -> None:
     """visdom needs an older setuptools to build: the README says so, and the notebook installs the same way."""
     project = bake(logger="visdom")
@@ -144,6 +188,27 @@ def test_hooks_need_only_the_standard_library() -> None:
                 names = [node.module]
             for name in names:
                 assert name.split(".")[0] in sys.stdlib_module_names, f"{hook.name} imports {name}"
+
+
+@pytest.mark.parametrize("template", TEMPLATES)
+def test_tpu_setup_cell_pins_what_requirements_txt_pins(baked, template: str) -> None:
+    """Both take the releases from flags.j2: the cell installs requirements.txt's pins (torchvision's where the
+    project has it) and keeps a runtime's pair of its `# also supported:` line."""
+    project = baked(template, backend="xla-tpu")
+    tree = ast.parse(setup_cell(read_notebook(project)).source)
+    constants = [node for node in tree.body if isinstance(node, ast.Assign) and node.targets[0].id.isupper()]
+    assigned = {node.targets[0].id: ast.literal_eval(node.value) for node in constants}
+    lines = (project / "requirements.txt").read_text().splitlines()
+    pins = ("torch==", "torch_xla", "torchvision==")
+    pinned = [line.split("#")[0].strip() for line in lines if line.startswith(pins)]
+    also = [spec for line in lines if line.startswith("# also supported:") for spec in line.split(":", 1)[1].split()]
+
+    def releases(specs: list[str]) -> dict[str, str]:
+        return {spec.split("==")[0].split("[")[0]: spec.split("==")[1] for spec in specs}
+
+    assert assigned["PINNED"] == pinned, "the cell installs requirements.txt's pins"
+    assert assigned["SUPPORTED"] == [releases(pinned), releases(also)], "the pinned releases, then the other pair"
+    assert ("torchvision" in assigned["SUPPORTED"][0]) == (template != "text-classification")
 
 
 # Runs a TPU set-up cell as if on another Python, with pip replaced by a stand-in that prints its arguments.

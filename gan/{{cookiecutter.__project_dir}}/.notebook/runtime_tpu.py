@@ -1,0 +1,1 @@
+../../../common/notebook/runtime_tpu.py

@@ -1,0 +1,1 @@
+../../../common/notebook/drive.py
