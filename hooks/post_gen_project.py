@@ -75,11 +75,13 @@ def remove_unchosen(ctx: dict, root: Path) -> None:
     if not ctx["include_test"]:
         shutil.rmtree(root / "tests")
     if ctx["logger"] == "none":
-        (root / "tracking.py").unlink()
+        (root / "machinery" / "tracking.py").unlink()
     if ctx["backend"] != "xla-tpu":
-        (root / "xla.py").unlink()
+        (root / "machinery" / "xla.py").unlink()
         if ctx["include_test"]:
             (root / "tests" / "test_xla.py").unlink()
+    if not ctx["_eval_metric"]:  # a template without an evaluator (the GAN)
+        (root / "machinery" / "evaluation.py").unlink()
 
 
 # Files of the project's repository that a notebook run has no use for (Colab runs no CI and no git

@@ -2,7 +2,6 @@
 
 from collections.abc import Callable
 from functools import partial
-from types import SimpleNamespace
 
 import ignite.distributed as idist
 import torch
@@ -11,7 +10,8 @@ from torch.utils.data import DataLoader, Dataset
 from torchvision import datasets
 from torchvision import transforms as T
 
-from loaders import train_loader
+from config import Config
+from machinery.loaders import train_loader
 
 DATASETS = ("cifar10", "mnist", "folder", "synthetic")
 # PIL image mode for each number of channels.
@@ -86,7 +86,7 @@ def get_dataset(name: str, data_path: str, image_size: int, channels: int) -> Da
     raise ValueError(f"dataset={name!r} is not supported: use one of {DATASETS}")
 
 
-def setup_data(config: SimpleNamespace) -> DataLoader:
+def setup_data(config: Config) -> DataLoader:
     """Build the training loader, sharded across processes in distributed training."""
     # Only the first process on each node downloads; the others wait, then read the files.
     with idist.one_rank_first(local=True):

@@ -1,25 +1,23 @@
 """The training engine: one discriminator step, then one generator step, on each batch."""
 
-from types import SimpleNamespace
-from typing import Any
-
 import ignite.distributed as idist
 import torch
 from ignite.engine import Engine
 from torch import nn
 
-from engine import Backprop, training_engine
+from config import Config
+from machinery.backend import Backprop
+from machinery.engine import training_engine
 
 
 def setup_trainer(
-    config: SimpleNamespace,
+    config: Config,
     generator: nn.Module,
     discriminator: nn.Module,
     optimizer_g: torch.optim.Optimizer,
     optimizer_d: torch.optim.Optimizer,
     loss_fn: nn.Module,
     backprop: Backprop,
-    train_loader: Any,
 ) -> Engine:
     """Build the engine that trains both networks, adversarially, on batches of real images."""
     device = idist.device()
@@ -66,4 +64,4 @@ def setup_trainer(
             "d_fake": torch.sigmoid(logits_fake.detach()).mean(),
         }
 
-    return training_engine(train_step, train_loader)
+    return training_engine(train_step)

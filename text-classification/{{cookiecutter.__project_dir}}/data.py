@@ -2,7 +2,6 @@
 
 import os
 import random
-from types import SimpleNamespace
 
 import ignite.distributed as idist
 import torch
@@ -10,7 +9,8 @@ from datasets import Dataset, load_dataset
 from torch.utils.data import DataLoader
 from transformers import AutoTokenizer, BertTokenizer, PreTrainedTokenizerBase
 
-from loaders import eval_loader, train_loader
+from config import Config
+from machinery.loaders import eval_loader, train_loader
 
 # Texts are tokenized before the data loader forks its workers, which never tokenize: without this,
 # the tokenizers library warns in every worker that it turns its own threads off.
@@ -24,7 +24,7 @@ FILLER = ("the", "a", "this", "film", "movie", "plot", "story", "acting", "scene
 SENTIMENT = (("bad", "awful", "boring", "dull", "weak"), ("good", "great", "wonderful", "moving", "fun"))
 
 
-def setup_tokenizer(config: SimpleNamespace) -> PreTrainedTokenizerBase:
+def setup_tokenizer(config: Config) -> PreTrainedTokenizerBase:
     """The pretrained model's tokenizer, or for synthetic data a BERT tokenizer built here."""
     if config.dataset == "synthetic":
         special = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
@@ -51,7 +51,7 @@ def synthetic_reviews(size: int, seed: int, max_words: int) -> Dataset:
     return Dataset.from_dict({"text": texts, "label": labels})
 
 
-def get_datasets(config: SimpleNamespace, tokenizer: PreTrainedTokenizerBase) -> tuple[Dataset, Dataset]:
+def get_datasets(config: Config, tokenizer: PreTrainedTokenizerBase) -> tuple[Dataset, Dataset]:
     """Return the tokenized train and eval sets, whose items hold input_ids, attention_mask and label."""
     if config.dataset == "imdb":
         imdb = load_dataset("stanfordnlp/imdb", cache_dir=config.data_path)
@@ -76,7 +76,7 @@ def get_datasets(config: SimpleNamespace, tokenizer: PreTrainedTokenizerBase) ->
     return train, evaluation
 
 
-def setup_data(config: SimpleNamespace, tokenizer: PreTrainedTokenizerBase) -> tuple[DataLoader, DataLoader]:
+def setup_data(config: Config, tokenizer: PreTrainedTokenizerBase) -> tuple[DataLoader, DataLoader]:
     """Build the train and eval loaders, sharded across processes in distributed training."""
     # The first process on each node downloads and tokenizes; the others then read its cache.
     with idist.one_rank_first(local=True):

@@ -3,7 +3,6 @@
 import colorsys
 import math
 from collections.abc import Callable
-from types import SimpleNamespace
 
 import ignite.distributed as idist
 import torch
@@ -12,7 +11,8 @@ from torch.utils.data import DataLoader, Dataset
 from torchvision import datasets
 from torchvision import transforms as T
 
-from loaders import eval_loader, train_loader
+from config import Config
+from machinery.loaders import eval_loader, train_loader
 
 # CIFAR-10 statistics, used for both datasets so the model sees the same input scale.
 MEAN = (0.4914, 0.4822, 0.4465)
@@ -75,7 +75,7 @@ def get_datasets(name: str, data_path: str) -> tuple[Dataset, Dataset]:
     return train, evaluation
 
 
-def setup_data(config: SimpleNamespace) -> tuple[DataLoader, DataLoader]:
+def setup_data(config: Config) -> tuple[DataLoader, DataLoader]:
     """Build the train and eval loaders, sharded across processes in distributed training."""
     # Only the first process on each node downloads; the others wait, then read the files.
     with idist.one_rank_first(local=True):

@@ -2,7 +2,6 @@
 
 import colorsys
 from functools import partial
-from types import SimpleNamespace
 
 import ignite.distributed as idist
 import torch
@@ -12,7 +11,8 @@ from torchvision import datasets, tv_tensors
 from torchvision.transforms import v2
 from torchvision.transforms.v2 import functional as F
 
-from loaders import eval_loader, train_loader
+from config import Config
+from machinery.loaders import eval_loader, train_loader
 
 CLASSES = (
     "background", "aeroplane", "bicycle", "bird", "boat", "bottle", "bus", "car", "cat", "chair", "cow",
@@ -128,7 +128,7 @@ class TransformedScenes(Dataset):
         return self.transforms(*self.scenes[index])
 
 
-def setup_data(config: SimpleNamespace) -> tuple[DataLoader, DataLoader]:
+def setup_data(config: Config) -> tuple[DataLoader, DataLoader]:
     """Build the train and eval loaders, sharded across processes in distributed training."""
     # Only the first process on each node downloads; the others wait, then read the files.
     with idist.one_rank_first(local=True):

@@ -1,4 +1,4 @@
-"""The network and its loss."""
+"""The network, its loss, and the logits the metrics score."""
 
 import inspect
 
@@ -38,3 +38,9 @@ class SegmentationLoss(nn.Module):
         if "aux" in outputs:
             loss = loss + self.aux_weight * self.cross_entropy(outputs["aux"], targets)
         return loss
+
+
+def logits_of(outputs: dict[str, torch.Tensor]) -> torch.Tensor:
+    """The logits per pixel that the metrics score: the main head's (torchvision's segmentation models return a
+    dict: ``"out"``, and ``"aux"`` where they have that head)."""
+    return outputs["out"]

@@ -4,11 +4,12 @@ from pathlib import Path
 
 import ignite.distributed as idist
 import torch
-from ignite.engine import Engine
+from ignite.engine import Engine, Events
 from PIL import Image
 from torch import nn
 
 from data import MEAN, STD
+from models import logits_of
 
 # White space between the pictures, in pixels.
 GAP = 4
@@ -59,12 +60,16 @@ class PredictionPictures:
         self.images = torch.stack([image for image, _ in samples])
         self.masks = [mask for _, mask in samples]
 
+    def attach(self, trainer: Engine) -> None:
+        """Draw after each epoch's evaluation."""
+        trainer.add_event_handler(Events.EPOCH_COMPLETED, self)
+
     @torch.no_grad()
     def __call__(self, engine: Engine) -> None:
         if idist.get_rank() != 0:
             return
         self.model.eval()  # batch norm uses its running statistics
-        logits = self.model(self.images.to(idist.device()))["out"]
+        logits = logits_of(self.model(self.images.to(idist.device())))
         predicted = logits.argmax(dim=1).cpu()
         side = self.images.shape[-1]
         rows = len(self.masks)

@@ -1,7 +1,7 @@
 {#- A classifier's short training run (vision and text): the model, the log, the run directory,
     checkpoints. The test module imports Any, pytest, torch, NUM_CLASSES, run and setup_model. -#}
 def test_short_run_trains_a_model_for_the_data_and_logs_metrics_and_saves_the_asked_checkpoints(
-    config: SimpleNamespace, monkeypatch: pytest.MonkeyPatch
+    config: Config, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     built = []
 

@@ -18,16 +18,19 @@ import time
 {% if abc_names %}
 from collections.abc import {{ abc_names | join(", ") }}
 {% endif %}
+{% if flags.eval_metric %}
+from dataclasses import replace
+{% endif %}
 from pathlib import Path
-from types import SimpleNamespace
 {% if flags.eval_metric %}
 from typing import Any
 {% endif %}
 
 import pytest
-import yaml
-{% if flags.eval_metric %}
 
+from config import Config
+from machinery.settings import load_config
+{% if flags.eval_metric %}
 from main import run
 {% endif %}
 
@@ -55,24 +58,20 @@ TINY = {
 
 
 @pytest.fixture
-def config(tmp_path: Path) -> SimpleNamespace:
+def config(tmp_path: Path) -> Config:
     """config.yaml with synthetic data, two tiny epochs, one process and outputs under ``tmp_path``."""
-    values = yaml.safe_load((PROJECT_DIR / "config.yaml").read_text())
-    for hydra_key in ("defaults", "hydra"):
-        values.pop(hydra_key, None)
-    values.update(TINY)
-    values.update(data_path=str(tmp_path / "data"), output_dir=str(tmp_path / "runs"), backend=None)
-    return SimpleNamespace(**values)
+    outputs = {"data_path": str(tmp_path / "data"), "output_dir": str(tmp_path / "runs"), "backend": None}
+    return load_config(PROJECT_DIR / "config.yaml", **TINY, **outputs)
 {% if flags.eval_metric %}
 
 
 @pytest.fixture
-def train_for_eval_scores(config: SimpleNamespace) -> Callable[..., list[float]]:
+def train_for_eval_scores(config: Config) -> Callable[..., list[float]]:
     """A function that trains with ``config`` and the given overrides and returns each epoch's eval
     {{ flags.eval_metric }}, as training.log shows it."""
 
     def train(**overrides: Any) -> list[float]:
-        run(0, SimpleNamespace(**{**vars(config), **overrides}))
+        run(0, replace(config, **overrides))
         (run_dir,) = (path for path in Path(config.output_dir).iterdir() if path.is_dir())
         log = (run_dir / "training.log").read_text()
         return [float(value) for value in re.findall(r" - eval: {{ flags.eval_metric }}=([0-9.]+)", log)]

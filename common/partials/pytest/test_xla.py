@@ -1,5 +1,5 @@
 {% import "flags.j2" as flags with context %}
-"""xla.py checked without a TPU: spawn, replica start-up, world-size check, shim{{ ", padded eval batches, eval metrics" if flags.eval_metric }}."""
+"""machinery/xla.py without a TPU: spawn, replica start-up, world size, shim{{ ", padded eval batches, eval metrics" if flags.eval_metric }}."""
 
 import json
 import logging
@@ -30,9 +30,12 @@ from torch.utils.data import DataLoader
 {% if flags.eval_metric %}
 import metrics
 {% endif %}
-import xla
 {% if flags.segmentation %}
 from data import CLASSES, IGNORE_INDEX, NUM_CLASSES
+{% endif %}
+from machinery import xla
+{% if flags.eval_metric %}
+from machinery.loaders import EvalShard
 {% endif %}
 
 TESTS_DIR = Path(__file__).resolve().parent
@@ -54,7 +57,7 @@ def test_launch_spawns_one_replica_per_device(tmp_path: Path) -> None:
     # In a fresh process: torch_xla.launch refuses to start where the XLA runtime is already in use (by other tests).
     # nproc_per_node=8 whatever the device count: PJRT takes nprocs=None (all devices) or 1, and 8 raises.
     launch = (
-        "import sys, types, test_xla, xla; "
+        "import sys, types, test_xla; from machinery import xla; "
         "xla.launch(test_xla.record_replica, types.SimpleNamespace(nproc_per_node=8, records=sys.argv[1]))"
     )
     path = os.pathsep.join([str(TESTS_DIR), str(TESTS_DIR.parent), os.environ.get("PYTHONPATH", "")])
@@ -131,7 +134,8 @@ def test_compat_shim_adds_only_the_missing_torch_xla_names(monkeypatch: pytest.M
 
 
 def test_eval_batches_are_padded_to_one_shape_with_their_real_row_count() -> None:
-    loader = xla.eval_device_loader(DataLoader(list(range(10)), batch_size=4))
+    numbers = list(range(10))
+    loader = xla.device_loader(DataLoader(numbers, batch_size=4, sampler=EvalShard(numbers)))
     batches = [(batch.cpu().tolist(), real.item()) for batch, real in loader]
     assert batches == [([0, 1, 2, 3], 4), ([4, 5, 6, 7], 4), ([8, 9, 8, 8], 2)], "the short last batch is padded"
 {% endif %}

@@ -1,8 +1,8 @@
 """Fast checks of the data, the model and short training runs, on CPU with synthetic data (offline)."""
 
 from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
-from types import SimpleNamespace
 from typing import Any
 
 import pytest
@@ -10,12 +10,13 @@ import torch
 from datasets import DatasetDict
 
 import data
+from config import Config
 from data import NUM_CLASSES, get_datasets, setup_tokenizer, synthetic_reviews
 from main import run
 from models import setup_model
 
 
-def test_every_synthetic_review_is_padded_to_max_length(config: SimpleNamespace) -> None:
+def test_every_synthetic_review_is_padded_to_max_length(config: Config) -> None:
     train, evaluation = get_datasets(config, setup_tokenizer(config))
     everything = train[:]
     # One shape for every batch (one XLA compilation), whatever the length of the texts.
@@ -24,7 +25,7 @@ def test_every_synthetic_review_is_padded_to_max_length(config: SimpleNamespace)
     assert len(evaluation) > 0
 
 
-def test_imdb_path_tokenizes_the_splits_it_loads(config: SimpleNamespace, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_imdb_path_tokenizes_the_splits_it_loads(config: Config, monkeypatch: pytest.MonkeyPatch) -> None:
     """The IMDB code path, given a small stand-in for the download: tests never reach the network."""
     splits = DatasetDict(train=synthetic_reviews(8, 0, max_words=20), test=synthetic_reviews(4, 1, max_words=20))
 
@@ -33,13 +34,13 @@ def test_imdb_path_tokenizes_the_splits_it_loads(config: SimpleNamespace, monkey
         return splits
 
     monkeypatch.setattr(data, "load_dataset", load_dataset)
-    imdb = SimpleNamespace(**{**vars(config), "dataset": "imdb"})
+    imdb = replace(config, dataset="imdb")
     train, evaluation = get_datasets(imdb, setup_tokenizer(config))
     assert (len(train), len(evaluation)) == (8, 4)
     assert tuple(train[0]["input_ids"].shape) == (config.max_length,)
 
 
-def test_model_gives_one_logit_per_class_whatever_the_padding(config: SimpleNamespace) -> None:
+def test_model_gives_one_logit_per_class_whatever_the_padding(config: Config) -> None:
     tokenizer = setup_tokenizer(config)
     model = setup_model(config, vocab_size=len(tokenizer), num_classes=NUM_CLASSES).eval()
     short = tokenizer(["a good film"], padding="max_length", max_length=8, return_tensors="pt")

@@ -2,13 +2,13 @@
 
 from collections.abc import Callable
 from pathlib import Path
-from types import SimpleNamespace
 from typing import Any
 
 import pytest
 import torch
 from torchvision import transforms as T
 
+from config import Config
 from data import IMAGE_SIZE, NUM_CLASSES, SyntheticImages, get_datasets
 from main import run
 from models import setup_model

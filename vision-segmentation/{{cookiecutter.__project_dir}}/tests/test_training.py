@@ -1,14 +1,15 @@
 """Fast checks of the data, the model and short training runs, on CPU with synthetic data."""
 
 from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
-from types import SimpleNamespace
 from typing import Any
 
 import pytest
 import torch
 from PIL import Image
 
+from config import Config
 from data import IGNORE_INDEX, NUM_CLASSES, SyntheticScenes, get_datasets, joint_transforms
 from main import run
 from models import SegmentationLoss, setup_model
@@ -64,7 +65,7 @@ def test_models_give_logits_per_pixel_and_the_loss_adds_the_auxiliary_head(name:
 
 
 def test_short_run_trains_logs_metrics_draws_predictions_and_saves_the_asked_checkpoints(
-    config: SimpleNamespace,
+    config: Config,
 ) -> None:
     run(0, config)
     # The run's directory (an MLflow project also keeps its mlflow.db store there).
@@ -84,7 +85,7 @@ def test_short_run_trains_logs_metrics_draws_predictions_and_saves_the_asked_che
 
 
 def test_an_optimizer_step_follows_every_accumulation_steps_batches(
-    config: SimpleNamespace, monkeypatch: pytest.MonkeyPatch
+    config: Config, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     steps = []
     step = torch.optim.SGD.step
@@ -94,7 +95,7 @@ def test_an_optimizer_step_follows_every_accumulation_steps_batches(
         return step(optimizer, *args, **kwargs)
 
     monkeypatch.setattr(torch.optim.SGD, "step", counted_step)
-    run(0, SimpleNamespace(**{**vars(config), "max_epochs": 2, "train_epoch_length": 3}))
+    run(0, replace(config, max_epochs=2, train_epoch_length=3))
     assert config.accumulation_steps == 2
     # Steps after batches 2, 4 (its gradients from both epochs) and 6.
     assert len(steps) == 3, f"6 batches, accumulation_steps 2: 3 optimizer steps, not {len(steps)}"

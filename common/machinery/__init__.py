@@ -1,0 +1,21 @@
+{% import "flags.j2" as flags with context %}
+"""The machinery of training, the same for any model and data: change it to change how training runs, not what
+is trained (the README's "Make it yours" says where that is).
+
+- ``backend.py``: ``prepare`` and ``Backprop``, the one seam between your code and the backend.
+- ``launch.py``: the command line, the training processes and the run's start; ``settings.py``: config.yaml
+  and the command line's overrides read into ``config.Config``.
+- ``fit.py``: the run around your engines; ``engine.py``: the engine around your training step.
+{% if flags.eval_metric %}
+- ``evaluation.py``: the engine around your evaluation step.
+{% endif %}
+- ``loaders.py``: the data loaders, sharded across processes.
+- ``handlers.py``: loss logging, checkpoints, stopping rules, resuming.
+- ``preemption.py``: the clean stop on SIGTERM or Ctrl-C; ``runs.py``: the run directory a stopped run continues in.
+{% if cookiecutter.logger != "none" %}
+- ``tracking.py``: the experiment tracker ({{ flags.tracker_name }}).
+{% endif %}
+{% if flags.xla %}
+- ``xla.py``: torch_xla: the TPU replicas' launch, device loaders, XLA counters, the names ignite 0.5.5 calls.
+{% endif %}
+"""

@@ -1,0 +1,200 @@
+{% import "flags.j2" as flags with context %}
+{% from "commands.j2" import backend_arg with context %}
+"""The start of every run: the command line, the launch of the training processes, the run directory and the log."""
+
+import logging
+import sys
+{% if cookiecutter.argparser == "argparse" %}
+from argparse import ArgumentParser
+{% endif %}
+from collections.abc import Callable
+from pathlib import Path
+{% if cookiecutter.argparser == "fire" %}
+from typing import Any, NamedTuple
+{% else %}
+from typing import NamedTuple
+{% endif %}
+
+{% if cookiecutter.argparser == "fire" %}
+import fire
+{% elif cookiecutter.argparser == "hydra" %}
+import hydra
+{% endif %}
+import ignite.distributed as idist
+{% if not flags.xla %}
+import torch
+{% endif %}
+from ignite.utils import manual_seed, setup_logger
+{% if cookiecutter.argparser == "hydra" %}
+from omegaconf import DictConfig, OmegaConf
+{% endif %}
+from tqdm import tqdm
+
+from config import Config
+{% if flags.xla %}
+from machinery.preemption import catch_stop_signals, replicas_started
+{% else %}
+from machinery.preemption import catch_stop_signals, end_process, {{ "exit_if_stopped" if flags.spawn_here else "exit_status" }}
+{% endif %}
+from machinery.runs import setup_run_dir
+from machinery.settings import {{ "checked_config" if cookiecutter.argparser == "hydra" else "load_config" }}
+{% if flags.xla %}
+
+# Importing xla also adds back the torch_xla names ignite 0.5.5 calls (see xla.py).
+from machinery.xla import check_replicas, launch
+{% endif %}
+
+{% if cookiecutter.argparser == "argparse" %}
+BACKENDS = ({{ '"xla-tpu",' if flags.xla else '"nccl", "gloo"' }})
+{% endif %}
+RunFn = Callable[[int, Config], None]
+
+
+{% if cookiecutter.argparser == "argparse" %}
+def cli(run: RunFn) -> None:
+    """Train from the command line: ``python main.py config.yaml [--backend BACKEND]``."""
+    parser = ArgumentParser(description="Train with PyTorch-Ignite.")
+    parser.add_argument("config", type=Path, help="path to the YAML config, e.g. config.yaml")
+    parser.add_argument("--backend", choices=BACKENDS, help="distributed backend (default: the config's)")
+    args = parser.parse_args()
+    overrides = {} if args.backend is None else {"backend": args.backend}
+    launch(run, load_config(args.config, **overrides))
+{% elif cookiecutter.argparser == "fire" %}
+def cli(run: RunFn) -> None:
+    """Train from the command line with Python Fire."""
+
+    def train(config: str = "config.yaml", **overrides: Any) -> None:
+        """Train: ``python main.py config.yaml --key=value ...`` overrides any config key."""
+        launch(run, load_config(config, **overrides))
+
+    fire.Fire(train)
+{% else %}
+def cli(run: RunFn) -> None:
+    """Train from the command line with Hydra: ``python main.py key=value ...``."""
+
+    # An absolute config path: Hydra would resolve a relative one against this module's package.
+    @hydra.main(version_base="1.3", config_path=str(Path(__file__).resolve().parents[1]), config_name="config")
+    def train(cfg: DictConfig) -> None:
+        launch(run, checked_config(OmegaConf.to_container(cfg, resolve=True), "The config Hydra composed"))
+
+    train()
+{% endif %}
+{% if not flags.xla %}
+
+
+def check_backend(backend: str | None) -> None:
+    """Fail early, with a fix, when the chosen backend cannot run on this machine."""
+    if backend == "nccl" and not torch.cuda.is_available():
+        # The fix in this script's own command-line syntax: the last backend given wins.
+        raise SystemExit(
+            "backend 'nccl' needs a CUDA GPU, and none is visible here. Train on the CPU "
+            "with backend 'gloo' instead: add `{{ backend_arg("gloo") }}` at the end of the command."
+        )
+{% endif %}
+{% if flags.spawn_here %}
+
+
+def launch(run: RunFn, config: Config) -> None:
+    """Call ``run(local_rank, config)`` in every training process, started here."""
+    check_backend(config.backend)
+    # This script starts the processes itself; with no backend it runs as one process.
+    spawn_kwargs = {}
+    if config.backend is not None:
+        spawn_kwargs = {
+            "nproc_per_node": config.nproc_per_node,
+            "nnodes": config.nnodes,
+            "node_rank": config.node_rank,
+            "master_addr": config.master_addr,
+            "master_port": config.master_port,
+        }
+    catch_stop_signals()  # a stop signal is forwarded to the processes started here (preemption.py)
+    with idist.Parallel(backend=config.backend, **spawn_kwargs) as parallel:
+        parallel.run(train_process, run, config)
+    exit_if_stopped()
+
+
+def train_process(local_rank: int, run: RunFn, config: Config) -> None:
+    """``run`` in one training process; a process started by ``launch`` then ends (end_process)."""
+    run(local_rank, config)
+    if config.backend is not None:  # else this is launch's own process, which goes on to exit_if_stopped
+        idist.finalize()  # what ignite does once ``run`` returns
+        end_process(0)  # launch, which started this process, reports a stop with its own status
+{% elif not flags.xla %}
+
+
+def launch(run: RunFn, config: Config) -> None:
+    """Call ``run(local_rank, config)`` in every training process."""
+    check_backend(config.backend)
+    catch_stop_signals()  # torchrun forwards a stop signal to each process (preemption.py)
+    # torchrun (or no launcher at all) has already started the processes: ignite joins them.
+    with idist.Parallel(backend=config.backend) as parallel:
+        parallel.run(run, config)
+    end_process(exit_status())
+{% endif %}
+
+
+class RunOutputs(NamedTuple):
+    """Where a run writes (config, checkpoints, ...), the logger of its ``training.log``, and the checkpoint
+    it continues from when it continues an interrupted run (preemption.py)."""
+
+    run_dir: Path
+    logger: logging.Logger
+    checkpoint: Path | None
+
+
+def start_run(config: Config) -> RunOutputs:
+    """Seed this process, open the run directory (a new one, or the interrupted run's) and the log."""
+    catch_stop_signals()
+    manual_seed(config.seed + idist.get_rank())
+{% if cookiecutter.deterministic and not flags.xla %}
+    # Reproducible cuDNN kernels; the trainer reseeds the rest (data order, noise).
+    torch.backends.cudnn.deterministic = True
+    torch.backends.cudnn.benchmark = False
+{% endif %}
+    run_dir, checkpoint, finished = setup_run_dir(config)
+    logger = setup_logging(run_dir)
+    if finished:
+        logger.info("The run in %s finished (%s): nothing to train.", run_dir, finished)
+        logger.info("To train it longer, raise max_epochs; to train anew, set another output_dir.")
+        raise SystemExit(0)
+    if checkpoint:
+        logger.info("Continuing the run in %s from %s", run_dir, checkpoint)
+    else:
+        logger.info("Run directory: %s", run_dir)
+    logger.info("World size: %d, backend: %s, device: %s", idist.get_world_size(), idist.backend(), idist.device())
+{% if flags.xla %}
+    check_replicas(config, logger)
+    replicas_started()  # they all reached setup_run_dir's broadcast
+{% endif %}
+    return RunOutputs(run_dir, logger, checkpoint)
+
+
+class _AboveProgressBar:
+    """The log's console stream: each record goes above the live progress bar, on a line of its own.
+
+    Written straight to stderr, a record would land in the middle of the bar's line and leave a stale
+    copy of the bar above.
+    """
+
+    def write(self, text: str) -> None:
+        # tqdm.write clears the bar, prints, then draws the bar again below.
+        tqdm.write(text, file=sys.stderr, end="")
+
+    def flush(self) -> None:
+        sys.stderr.flush()
+
+
+def setup_logging(run_dir: Path) -> logging.Logger:
+    """Log to the console and to ``training.log`` in the run directory, on rank 0 only."""
+    for handler in logging.getLogger("train").handlers:
+        handler.close()  # a previous run's training.log, in this process (see reset below)
+    return setup_logger(
+        name="train",
+        format="%(asctime)s %(name)s %(levelname)s: %(message)s",
+        stream=_AboveProgressBar(),
+        filepath=run_dir / "training.log",
+        distributed_rank=idist.get_rank(),
+        # A second run in the same process (a notebook, a test) logs to its own run directory: without
+        # reset, ignite hands back the first run's logger, still writing to the first training.log.
+        reset=True,
+    )

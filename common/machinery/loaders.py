@@ -1,0 +1,69 @@
+{% import "flags.j2" as flags with context %}
+"""The data loaders: sharded across processes, with workers that leave stop signals to the training process."""
+
+{% if flags.eval_metric %}
+from collections.abc import Iterator
+{% endif %}
+from typing import Any
+
+import ignite.distributed as idist
+from torch.utils.data import DataLoader, Dataset{{ ", DistributedSampler" if flags.eval_metric }}
+
+from config import Config
+from machinery.preemption import ignore_stop_signals
+
+
+def train_loader(dataset: Dataset, config: Config) -> DataLoader:
+    """Shuffled batches of ``batch_size``, global: ignite divides it by the number of processes.
+
+    Full batches only (drop_last): every step has the same shapes, which XLA needs to compile the step once.
+    """
+    loader = idist.auto_dataloader(
+        dataset,
+        batch_size=config.batch_size,
+        num_workers=config.num_workers,
+        worker_init_fn=ignore_stop_signals,
+        shuffle=True,
+        drop_last=True,
+    )
+    return with_dataset(loader, dataset)
+{% if flags.eval_metric %}
+
+
+class EvalShard(DistributedSampler):
+    """This process's share of the eval set: every ``world_size``-th sample from its rank on, in order.
+
+    torch's DistributedSampler gives every process as many samples by repeating some (7 of VOC's 1449
+    images on 8 TPU replicas), which the metrics' sums, added up across processes, would count twice.
+    Here each sample is scored once; the shares differ by one sample at most.
+    """
+
+    def __init__(self, dataset: Dataset) -> None:
+        super().__init__(dataset, num_replicas=idist.get_world_size(), rank=idist.get_rank(), shuffle=False)
+        self.num_samples = len(range(self.rank, len(dataset), self.num_replicas))
+        self.total_size = len(dataset)
+        if self.num_samples == 0:
+            raise ValueError(f"The eval set has {len(dataset)} samples, fewer than the {self.num_replicas} processes")
+
+    def __iter__(self) -> Iterator[int]:
+        return iter(range(self.rank, self.total_size, self.num_replicas))
+
+
+def eval_loader(dataset: Dataset, config: Config) -> DataLoader:
+    """Batches of ``eval_batch_size`` (global), in order; every sample is scored once, the last batch may be short."""
+    loader = idist.auto_dataloader(
+        dataset,
+        batch_size=config.eval_batch_size,
+        num_workers=config.num_workers,
+        worker_init_fn=ignore_stop_signals,
+        sampler=EvalShard(dataset),
+    )
+    return with_dataset(loader, dataset)
+{% endif %}
+
+
+def with_dataset(loader: Any, dataset: Dataset) -> Any:
+    """The loader, with its ``dataset`` also where ignite wrapped it in a TPU device loader (several replicas)."""
+    if not hasattr(loader, "dataset"):
+        loader.dataset = dataset
+    return loader

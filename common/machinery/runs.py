@@ -1,0 +1,100 @@
+{% import "flags.j2" as flags with context %}
+"""The run directory: a new one, or the interrupted run's, which the same command continues (preemption.py).
+
+A run is the same when its ``config-lock.yaml`` matches the config, except for the keys in ``MAY_CHANGE``.
+A run that finished is not trained again; one that stopped continues from its newest complete checkpoint.
+"""
+
+import json
+{% if cookiecutter.save_training %}
+import zipfile
+{% endif %}
+from dataclasses import asdict
+from datetime import datetime
+from pathlib import Path
+from typing import NamedTuple
+
+import ignite.distributed as idist
+import yaml
+
+from config import Config
+
+# Config keys that may differ between a run and the command that continues it: none changes what the
+# iterations already trained would have been. A larger max_epochs trains a finished run longer.
+MAY_CHANGE = ("max_epochs", "log_every_iters", "save_every_iters", "n_saved", "limit_sec", "num_workers")
+# How the run ended (preemption.setup_clean_stop writes it): stopped (to continue) or finished.
+STATUS_FILE = "status.yaml"
+
+
+class RunDir(NamedTuple):
+    """Where this run writes, and the checkpoint it continues from (None for a new run)."""
+
+    path: Path
+    checkpoint: Path | None = None
+    finished: str = ""  # why an earlier run of this config is finished: then there is nothing to train
+
+
+def setup_run_dir(config: Config) -> RunDir:
+    """The run directory of the last run of this config if it can continue, else a new one (rank 0 decides)."""
+    found = ""
+    if idist.get_rank() == 0:
+        found = json.dumps(_find_run(config) or _new_run(config))
+    # Every process needs the same answer.
+    path, checkpoint, finished = json.loads(idist.broadcast(found, src=0))
+    return RunDir(Path(path), checkpoint and Path(checkpoint), finished)
+
+
+def _find_run(config: Config) -> tuple[str, str | None, str] | None:
+    """The newest run under ``output_dir`` with this config, except for the keys in MAY_CHANGE."""
+    current = {key: value for key, value in asdict(config).items() if key not in MAY_CHANGE}
+    for lock in sorted(Path(config.output_dir).glob("*/config-lock.yaml"), reverse=True):  # newest first
+        locked = yaml.safe_load(lock.read_text()) or {}
+        if {key: value for key, value in locked.items() if key not in MAY_CHANGE} == current:
+            break
+    else:
+        return None
+    run_dir = lock.parent
+    status = yaml.safe_load((run_dir / STATUS_FILE).read_text()) if (run_dir / STATUS_FILE).is_file() else {}
+    longer = status.get("reason") == "max_epochs" and config.max_epochs > status["epoch"]
+    if status.get("status") == "finished" and not longer:
+        return str(run_dir), None, f"{status['reason']} at epoch {status['epoch']}, iteration {status['iteration']}"
+{% if cookiecutter.save_training %}
+    checkpoints = saved_training_checkpoints(run_dir, config.filename_prefix)
+    if not checkpoints:  # stopped before its first checkpoint: nothing to continue from
+        return None
+    _lock_config(run_dir, config)  # with the keys that changed
+    return str(run_dir), str(checkpoints[-1][1]), ""
+{% else %}
+    return None  # without training checkpoints (save_training is off), nothing to continue from
+{% endif %}
+
+
+def _new_run(config: Config) -> tuple[str, None, str]:
+    """Create a fresh run directory under ``output_dir`` and save the config there."""
+    stamp = datetime.now().strftime("%Y%m%d-%H%M%S")
+    path = Path(config.output_dir) / f"{stamp}-{config.backend or 'single'}"
+    suffix = 1
+    while path.exists():  # two runs started in the same second
+        suffix += 1
+        path = Path(config.output_dir) / f"{stamp}-{config.backend or 'single'}-{suffix}"
+    path.mkdir(parents=True)
+    _lock_config(path, config)
+    return path.as_posix(), None, ""
+
+
+def _lock_config(run_dir: Path, config: Config) -> None:
+    with open(run_dir / "config-lock.yaml", "w") as f:
+        yaml.safe_dump(asdict(config), f, sort_keys=False)
+{% if cookiecutter.save_training %}
+
+
+def saved_training_checkpoints(run_dir: Path, filename_prefix: str) -> list[tuple[int, Path]]:
+    """The complete training checkpoints in ``run_dir``, as (iteration, path), oldest first.
+
+    DiskSaver writes each to a temporary file that it renames when complete: a file of this name that
+    is not a whole zip archive (as torch.save writes) was not written by it, and is left out.
+    """
+    paths = Path(run_dir).glob(f"{filename_prefix}_checkpoint_*.pt")
+    saved = [(int(path.stem.rsplit("_", 1)[1]), path) for path in paths if path.stem.rsplit("_", 1)[1].isdigit()]
+    return sorted((iteration, path) for iteration, path in saved if zipfile.is_zipfile(path))
+{% endif %}

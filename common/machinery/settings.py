@@ -1,0 +1,67 @@
+"""Reading the config: config.yaml and the command line's overrides, checked against ``config.Config``."""
+
+import dataclasses
+import types
+import typing
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from config import Config
+
+# config.yaml's keys that are Hydra's own settings, not the run's.
+HYDRA_KEYS = ("defaults", "hydra")
+
+
+def load_config(path: str | Path, **overrides: Any) -> Config:
+    """Read the YAML config, apply overrides (the command line's ``--key=value``) and check it."""
+    with open(path) as f:
+        values = yaml.safe_load(f) or {}
+    for key in HYDRA_KEYS:
+        values.pop(key, None)
+    keys = [field.name for field in dataclasses.fields(Config)]
+    unknown = sorted(set(overrides) - set(keys))
+    if unknown:
+        raise SystemExit(f"Unknown config keys {unknown}; the config keys are {sorted(keys)}")
+    return checked_config({**values, **overrides}, str(path))
+
+
+def checked_config(values: dict[str, Any], source: str) -> Config:
+    """``values`` as a Config once every key is declared, present and of its type: else stop, naming what is wrong."""
+    fields = {field.name: field for field in dataclasses.fields(Config)}
+    undeclared = [key for key in values if key not in fields]
+    if undeclared:
+        raise SystemExit(
+            f"{source} has keys that config.py does not declare: {', '.join(undeclared)}. Declare each in its "
+            "Config (name: type = default value), or remove it."
+        )
+    missing = {name: field.default for name, field in fields.items() if name not in values}
+    if missing:
+        raise SystemExit(
+            f"{source} lacks keys that this project reads: {', '.join(missing)}. Add them, for example "
+            f"with the values this project was generated with:\n{yaml.safe_dump(missing, sort_keys=False)}"
+        )
+    hints = typing.get_type_hints(Config)
+    wrong = [f"{key}: {values[key]!r} is not {_name(hints[key])}" for key in fields if not _is(values[key], hints[key])]
+    if wrong:
+        raise SystemExit(f"{source} has values of the wrong type: " + "; ".join(wrong))
+    return Config(**values)
+
+
+def _is(value: Any, kind: Any) -> bool:
+    """Whether ``value`` is of type ``kind`` (an int is a float too; a bool is not a number)."""
+    if isinstance(kind, types.UnionType):
+        return any(_is(value, option) for option in typing.get_args(kind))
+    if kind is float:
+        return isinstance(value, int | float) and not isinstance(value, bool)
+    if kind is int:
+        return isinstance(value, int) and not isinstance(value, bool)
+    return isinstance(value, kind)
+
+
+def _name(kind: Any) -> str:
+    """``int``, ``str or None``, ...: a type as the error message says it."""
+    if isinstance(kind, types.UnionType):
+        return " or ".join(_name(option) for option in typing.get_args(kind))
+    return "None" if kind is type(None) else kind.__name__

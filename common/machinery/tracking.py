@@ -1,0 +1,137 @@
+{% import "flags.j2" as flags with context %}
+"""Experiment tracking with {{ flags.tracker_name }}: config, training losses, learning rates{{ " and eval metrics" if flags.eval_metric }}."""
+
+{% if cookiecutter.logger == "visdom" %}
+import html
+{% endif %}
+{% if cookiecutter.logger == "mlflow" %}
+import os
+{% endif %}
+from dataclasses import asdict
+from pathlib import Path
+
+{% if cookiecutter.logger == "mlflow" %}
+import mlflow
+{% endif %}
+import torch
+{% if cookiecutter.logger in ["tensorboard", "visdom"] %}
+import yaml
+{% endif %}
+from ignite.engine import Engine, Events
+{% if flags.eval_metric %}
+from ignite.handlers import global_step_from_engine
+{% endif %}
+from ignite.handlers.{{ flags.tracker_module }} import {{ flags.tracker_class }}
+{% if cookiecutter.logger == "neptune" %}
+from neptune.utils import stringify_unsupported
+{% endif %}
+
+from config import Config
+{% if cookiecutter.logger == "visdom" %}
+
+
+class PersistentVisdomLogger(VisdomLogger):
+    """A VisdomLogger whose ``close()`` leaves the plots on the server, saved with their last points.
+
+    ignite 0.5.5's ``close()`` calls ``Visdom.close()``, which closes every window of the environment,
+    and the environment was last saved while the final plot updates could still be on their way.
+    """
+
+    def close(self) -> None:
+        self.executor.shutdown()  # waits for the plot updates still being sent
+        self.vis.save([self.vis.env])
+{% endif %}
+
+
+def setup_tracking(
+    trainer: Engine,
+{% if flags.eval_metric %}
+    evaluator: Engine,
+{% endif %}
+    optimizers: dict[str, torch.optim.Optimizer],
+    config: Config,
+    run_dir: Path,
+) -> {{ flags.tracker_class }}:
+    """Send the config, training losses, learning rates{{ " and eval metrics" if flags.eval_metric }} to {{ flags.tracker_name }} (call on rank 0).
+
+    Every curve is plotted against the training iteration: the trainer's metrics (the losses that
+    ``handlers.setup_handlers`` reads) and each optimizer's learning rate every ``log_every_iters``
+    iterations, the eval metrics at the end of each epoch. The run is named after the run directory.
+    Not ignite's ``setup_*_logging`` helpers: they plot eval metrics against the epoch (except for W&B)
+    beside losses against the iteration, and record neither the run's name nor its config.
+    """
+{% if cookiecutter.logger == "clearml" %}
+    # Credentials come from `clearml-init` (~/clearml.conf) or the CLEARML_API_* variables;
+    # CLEARML_OFFLINE_MODE=1 records the run on this machine instead.
+    tracker = ClearMLLogger(
+        project_name={{ cookiecutter.project_slug | tojson }},
+        task_name=run_dir.name,
+    )
+    tracker.get_task().connect(asdict(config), name="config")
+{% elif cookiecutter.logger == "mlflow" %}
+    # MLFLOW_TRACKING_URI names a tracking server; without it, runs go to an SQLite file in output_dir.
+    local_store = f"sqlite:///{(Path(config.output_dir) / 'mlflow.db').resolve().as_posix()}"
+    tracking_uri = os.environ.get("MLFLOW_TRACKING_URI", local_store)
+    # A continued run (preemption.py) logs on in the MLflow run it started, whose id its directory keeps.
+    run_id = run_dir / "mlflow-run-id.txt"
+    continued = run_id.is_file()
+    if continued:
+        mlflow.set_tracking_uri(tracking_uri)
+        mlflow.start_run(run_id=run_id.read_text())
+    tracker = MLflowLogger(tracking_uri=tracking_uri)
+    if not continued:
+        tracker.set_tag("mlflow.runName", run_dir.name)
+        tracker.log_params(asdict(config))
+        run_id.write_text(tracker.active_run.info.run_id)
+{% elif cookiecutter.logger == "neptune" %}
+    # NEPTUNE_API_TOKEN and NEPTUNE_PROJECT say where the run goes; NEPTUNE_MODE=offline keeps it on this machine.
+    tracker = NeptuneLogger(name=run_dir.name)
+    tracker["config"] = stringify_unsupported(asdict(config))
+{% elif cookiecutter.logger == "polyaxon" %}
+    # Inside a Polyaxon job the run is Polyaxon's; elsewhere POLYAXON_HOST names the server, or
+    # POLYAXON_IS_OFFLINE=true records the run under POLYAXON_OFFLINE_ROOT.
+    tracker = PolyaxonLogger(
+        project={{ cookiecutter.project_slug | tojson }},
+        name=run_dir.name,
+    )
+    tracker.log_inputs(**asdict(config))
+{% elif cookiecutter.logger == "tensorboard" %}
+    # A continued run (preemption.py) writes on in its run's log: its curves go on where they stopped.
+    continued = (run_dir / "tensorboard").is_dir()
+    tracker = TensorboardLogger(log_dir=run_dir / "tensorboard")
+    if not continued:
+        tracker.writer.add_text("config", f"```yaml\n{yaml.safe_dump(asdict(config), sort_keys=False)}```")
+{% elif cookiecutter.logger == "visdom" %}
+    # Needs a running server: `python -m visdom.server`, or VISDOM_SERVER_URL and VISDOM_PORT.
+    tracker = PersistentVisdomLogger(env=run_dir.name)
+    config_text = html.escape(yaml.safe_dump(asdict(config), sort_keys=False))
+    tracker.vis.text(f"<pre>{config_text}</pre>", win="config", opts={"title": "config"})
+{% elif cookiecutter.logger == "wandb" %}
+    # `wandb login` (or WANDB_API_KEY) once; WANDB_MODE=offline keeps the run here for `wandb sync`.
+    tracker = WandBLogger(
+        project={{ cookiecutter.project_slug | tojson }},
+        name=run_dir.name,
+        config=asdict(config),
+        dir=run_dir,
+    )
+{% endif %}
+    every = config.log_every_iters
+    tracker.attach_output_handler(
+        trainer, event_name=Events.ITERATION_COMPLETED(every=every), tag="train", metric_names="all"
+    )
+    for name, optimizer in optimizers.items():
+        # At the iteration's start: the learning rate that iteration trains with.
+        tracker.attach_opt_params_handler(
+            trainer, event_name=Events.ITERATION_STARTED(every=every), optimizer=optimizer, tag=name
+        )
+{% if flags.eval_metric %}
+    # At the trainer's iteration too, not its epoch: W&B refuses a step below one already logged.
+    tracker.attach_output_handler(
+        evaluator,
+        event_name=Events.COMPLETED,
+        tag="eval",
+        metric_names="all",
+        global_step_transform=global_step_from_engine(trainer, Events.ITERATION_COMPLETED),
+    )
+{% endif %}
+    return tracker

@@ -1,0 +1,211 @@
+{% import "flags.j2" as flags with context %}
+"""TPU training with torch_xla: ignite 0.5.5 compatibility, replica launch, device loaders, XLA counters.
+
+Importing this module adds back the torch_xla names that ignite 0.5.5 calls (see ``add_removed_names``):
+launch.py imports it before ignite asks torch_xla anything.
+"""
+
+import json
+import logging
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import ignite.distributed as idist
+import torch
+import torch_xla
+import torch_xla.core.xla_model as xm
+import torch_xla.debug.metrics as met
+import torch_xla.distributed.parallel_loader as pl
+import torch_xla.runtime as xr
+from ignite.engine import Engine, Events
+{% if flags.eval_metric %}
+from torch.utils.data import DataLoader
+{% endif %}
+
+from config import Config
+{% if flags.eval_metric %}
+from machinery.loaders import EvalShard
+{% endif %}
+from machinery.preemption import exit_if_stopped, launch_replicas
+
+# torch_xla 2.7 removed these names of torch_xla.core.xla_model in favour of torch_xla.runtime; ignite
+# 0.5.5's xla-tpu backend still calls them, so every idist call on a TPU would fail with AttributeError.
+REMOVED_NAMES = {
+    "xrt_world_size": xr.world_size,
+    "get_ordinal": xr.global_ordinal,
+    "get_local_ordinal": xr.local_ordinal,
+}
+
+
+def add_removed_names() -> list[str]:
+    """Add the removed names back where missing (an older torch_xla or a fixed ignite is left alone); return them."""
+    added = [name for name in REMOVED_NAMES if not hasattr(xm, name)]
+    for name in added:
+        setattr(xm, name, REMOVED_NAMES[name])
+    return added
+
+
+add_removed_names()
+
+
+def launch(run: Callable[[int, Config], None], config: Config) -> None:
+    """Start one replica per TPU device and call ``run(local_rank, config)`` in each.
+
+    Not ``idist.Parallel(backend="xla-tpu", nproc_per_node=8)``: ignite would call ``xmp.spawn(nprocs=8)``,
+    which PJRT refuses (torch_xla >= 2.6 takes one replica per device or 1). ``torch_xla.launch`` starts
+    one per device, and each replica compares the count with ``nproc_per_node`` (``check_replicas``).
+    """
+    # A stop signal to this process stops the replicas cleanly (preemption.launch_replicas).
+    launch_replicas(lambda: torch_xla.launch(_xla_replica, args=(run, config)))
+    exit_if_stopped()
+
+
+def _xla_replica(_index: int, run: Callable[[int, Config], None], config: Config) -> None:
+    # torch_xla.launch passes the replica's index first; ignite joins the running replica (no nproc_per_node).
+    with idist.Parallel(backend="xla-tpu") as parallel:
+        parallel.run(run, config)
+
+
+def check_replicas(config: Config, logger: logging.Logger) -> None:
+    """Say so when the TPU device count differs from ``nproc_per_node``: training goes on, on what is there."""
+    world_size = idist.get_world_size()
+    if world_size != config.nproc_per_node:
+        # Colab's TPUs (v5e-1, v6e-1) have one chip.
+        logger.warning(
+            "Expected %d TPU replicas (nproc_per_node) but this runtime has %d device(s): training on %d "
+            "replica(s). A TPU v5e-1 (Colab) has one chip; Kaggle's TPU v5e-8 and 8-chip TPU VMs have eight.",
+            config.nproc_per_node,
+            world_size,
+            world_size,
+        )
+
+
+def start_alike(*models: torch.nn.Module, buffers_only: bool = False) -> None:
+    """Give every replica replica 0's weights (each initialised its own, seeded by rank: start_run), or its
+    buffers only (BatchNorm's statistics follow each replica's batches)."""
+    for model in models if idist.get_world_size() > 1 else ():
+        tensors = [*model.buffers()] if buffers_only else [*model.parameters(), *model.buffers()]
+        if tensors:
+            xm.collective_broadcast(tensors)
+    torch_xla.sync()
+
+
+def device_loader(loader: Any) -> Any:
+    """A loader on the TPU, in torch_xla's MpDeviceLoader, which copies the next batches while a step runs{{ ".
+    An eval loader's (loaders.EvalShard) batches come padded to one shape: ``(batch, number of real rows)``" if flags.eval_metric }}."""
+{% if flags.eval_metric %}
+    if isinstance(loader.sampler, EvalShard):
+        return _eval_device_loader(loader)
+{% endif %}
+    if idist.get_world_size() > 1:
+        return loader  # ignite has wrapped it already
+    return pl.MpDeviceLoader(loader, idist.device())
+{% if flags.eval_metric %}
+
+
+class _PadToBatchSize:
+    """A collate function whose batches all have ``batch_size`` rows, each with its number of real rows.
+
+    A short last batch repeats its first sample: the evaluation then runs one compiled program whatever
+    the eval set's length (a batch of another shape would be compiled anew).
+    """
+
+    def __init__(self, collate_fn: Callable[[list[Any]], Any], batch_size: int) -> None:
+        self.collate_fn = collate_fn
+        self.batch_size = batch_size
+
+    def __call__(self, samples: list[Any]) -> tuple[Any, torch.Tensor]:
+        real = len(samples)
+        padded = samples + samples[:1] * (self.batch_size - real)
+        return self.collate_fn(padded), torch.tensor(real)
+
+
+def _eval_device_loader(loader: Any) -> pl.MpDeviceLoader:
+    """The eval loader on the TPU, its batches padded to one shape: ``(batch, number of real rows)``. The
+    DataLoader is rebuilt with the same dataset, sampler (a replica's shard), settings and a padding collate."""
+    loader = getattr(loader, "_loader", loader)  # on several replicas, ignite has wrapped it already
+    if loader.batch_size is None:
+        raise ValueError("an eval loader on the TPU needs a DataLoader with a batch_size, not a batch_sampler")
+    workers = {}
+    if loader.num_workers > 0:  # settings DataLoader accepts only with worker processes
+        workers = {"prefetch_factor": loader.prefetch_factor, "persistent_workers": loader.persistent_workers}
+    padded = DataLoader(
+        loader.dataset,
+        batch_size=loader.batch_size,
+        sampler=loader.sampler,
+        num_workers=loader.num_workers,
+        collate_fn=_PadToBatchSize(loader.collate_fn, loader.batch_size),
+        pin_memory=loader.pin_memory,
+        timeout=loader.timeout,
+        worker_init_fn=loader.worker_init_fn,
+        multiprocessing_context=loader.multiprocessing_context,
+        generator=loader.generator,
+        **workers,
+    )
+    return pl.MpDeviceLoader(padded, idist.device())
+{% endif %}
+
+
+def _xla_count(name: str) -> int:
+    data = met.metric_data(name)
+    return 0 if data is None else data[0]
+
+
+def _cpu_fallbacks() -> dict[str, int]:
+    """How often each PyTorch operation without an XLA lowering has run on the CPU, so far."""
+    # `.item()` counts as aten::_local_scalar_dense: a read (a transfer), not an operation run on the CPU.
+    names = (name for name in met.counter_names() if name.startswith("aten::") and "_local_scalar" not in name)
+    return {name: met.counter_value(name) for name in names}
+
+
+def setup_xla_metrics(trainer: Engine, run_dir: Path, logger: logging.Logger) -> None:
+    """Count XLA compilations, device-to-host transfers and CPU fallbacks per epoch; write ``xla_metrics.json``.
+
+    A healthy XLA loop stops compiling after the first epoch or two and reads from the device only at the
+    logging interval; an operation torch_xla cannot compile runs on the CPU, a transfer each time. Training
+    and the work at each epoch end (evaluation, samples, checkpoint) are counted apart: attach this first.
+    """
+    counts: dict[str, list] = {
+        "compilations_per_epoch": [],
+        "device_to_host_transfers_per_epoch": [],
+        "cpu_fallbacks_per_epoch": [],
+        "eval_compilations_per_epoch": [],
+        "eval_device_to_host_transfers_per_epoch": [],
+    }
+    mark = {}
+
+    def now() -> tuple[int, int, dict[str, int]]:
+        return _xla_count("CompileTime"), _xla_count("TransferFromDeviceTime"), _cpu_fallbacks()
+
+    def record(prefix: str, since: tuple[int, int, dict[str, int]]) -> None:
+        compiles, transfers, fallbacks = now()
+        counts[f"{prefix}compilations_per_epoch"].append(compiles - since[0])
+        counts[f"{prefix}device_to_host_transfers_per_epoch"].append(transfers - since[1])
+        if not prefix:
+            new = {name: count - since[2].get(name, 0) for name, count in fallbacks.items()}
+            counts["cpu_fallbacks_per_epoch"].append({name: count for name, count in new.items() if count})
+
+    @trainer.on(Events.EPOCH_STARTED)
+    def start_epoch() -> None:
+        if "eval" in mark:  # the previous epoch's evaluation has ended
+            record("eval_", mark.pop("eval"))
+        mark["train"] = now()
+
+    @trainer.on(Events.EPOCH_COMPLETED)
+    def end_epoch() -> None:
+        record("", mark.pop("train"))
+        mark["eval"] = now()
+
+    @trainer.on(Events.COMPLETED)
+    def write() -> None:
+        if "eval" in mark:
+            record("eval_", mark.pop("eval"))
+        if idist.get_rank() == 0:
+            (run_dir / "xla_metrics.json").write_text(json.dumps(counts, indent=2) + "\n")
+            logger.info(
+                "XLA training: compilations per epoch %s, device-to-host transfers per epoch %s, CPU fallbacks %s",
+                counts["compilations_per_epoch"],
+                counts["device_to_host_transfers_per_epoch"],
+                counts["cpu_fallbacks_per_epoch"],
+            )

@@ -1,0 +1,45 @@
+{#- The keys every template's Config ends with (its config.py includes this, in the class body). -#}
+{% import "flags.j2" as flags with context %}
+{% if flags.cuda_amp %}
+    use_amp: bool = True  # mixed precision (float16 autocast on CUDA GPUs)
+{% elif flags.xla_amp %}
+    use_amp: bool = True  # mixed precision (bfloat16 autocast on the TPU)
+{% endif %}
+
+    # Distributed training
+{% if flags.xla %}
+    backend: str | None = "xla-tpu"
+    nproc_per_node: int = 8  # expected TPU replicas; the devices found decide, and a mismatch is logged
+{% elif cookiecutter.__launcher == "none" %}
+    backend: str | None = None  # one process; set nccl or gloo to join a process group
+{% else %}
+    backend: str | None = "{{ cookiecutter.backend }}"
+{% endif %}
+{% if cookiecutter.__launcher == "spawn" and not flags.xla %}
+    nproc_per_node: int = {{ cookiecutter.nproc_per_node | int }}
+    nnodes: int = {{ cookiecutter.nnodes | int }}
+    node_rank: int = 0  # set on each node: 0 to nnodes - 1
+    master_addr: str = {{ cookiecutter.master_addr | tojson }}
+    master_port: int = {{ cookiecutter.master_port | int }}
+{% endif %}
+
+    # Outputs: each run writes a directory under output_dir
+    output_dir: str = {{ cookiecutter.output_dir | tojson }}
+    log_every_iters: int = {{ cookiecutter.log_every_iters | int }}
+    resume_from: str | None = None  # path of a checkpoint (*.pt) to resume from
+{% if cookiecutter.save_training %}
+    filename_prefix: str = {{ cookiecutter.filename_prefix | tojson }}
+    save_every_iters: int = {{ cookiecutter.save_every_iters | int }}
+{% endif %}
+{% if cookiecutter.save_training or flags.save_best %}
+    n_saved: int = {{ cookiecutter.n_saved | int }}
+{% endif %}
+{% if flags.ranked %}
+    score: str = "{{ flags.eval_metric }}"  # the eval metric that ranks evaluations; "-" before it when lower is better
+{% endif %}
+{% if flags.early_stopping %}
+    patience: int = {{ cookiecutter.patience | int }}  # evaluations without a better score before stopping
+{% endif %}
+{% if cookiecutter.limit_sec | int > 0 %}
+    limit_sec: int = {{ cookiecutter.limit_sec | int }}  # stop training after this many seconds
+{% endif %}

@@ -1,0 +1,1 @@
+../../../common/machinery/__init__.py

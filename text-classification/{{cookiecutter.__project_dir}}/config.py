@@ -1,0 +1,24 @@
+{% include "config/docstring.py" %}
+
+    # Data: "imdb" downloads the IMDB reviews into data_path, and the model and its tokenizer from the
+    # Hugging Face Hub; "synthetic" makes random reviews, a tokenizer and a tiny randomly initialised
+    # encoder offline (for tests and demos: `model` is then not used).
+    dataset: str = "imdb"
+    data_path: str = "./data"
+    max_length: int = 256  # tokens per text: shorter texts are padded, longer ones truncated (fixed shapes)
+    batch_size: int = 32  # global batch size, split across processes
+    accumulation_steps: int = 1  # batches whose gradients add up before each optimizer step (a larger batch)
+    eval_batch_size: int = 64
+    num_workers: int = 2
+
+    # Model and optimisation
+    model: str = "bert-base-uncased"  # any Hugging Face encoder, with its tokenizer
+    dropout: float = 0.3  # before the classifier
+    classifier_hidden: int = 0  # 0: the classifier is one linear layer; N: N hidden units (GELU) first
+    lr: float = 0.00005
+    weight_decay: float = 0.01  # AdamW, on every weight but biases and normalisation layers
+    warmup_ratio: float = 0.1  # share of the iterations with a linear warm-up; then linear decay to zero
+    max_epochs: int = 3
+    train_epoch_length: int | None = None  # iterations per epoch; null means the whole training set
+    eval_epoch_length: int | None = None
+{% include "config/common.py" %}

@@ -1,0 +1,18 @@
+{% include "config/docstring.py" %}
+
+    # Data: "cifar10" downloads CIFAR-10 into data_path; "synthetic" makes images of the same shapes
+    # offline, each class a colour and stripe direction (for tests and demos: a short run learns them).
+    dataset: str = "cifar10"
+    data_path: str = "./data"
+    batch_size: int = 32  # global batch size, split across processes
+    accumulation_steps: int = 1  # batches whose gradients add up before each optimizer step (a larger batch)
+    eval_batch_size: int = 64
+    num_workers: int = 2
+
+    # Model and optimisation
+    model: str = "resnet18"  # any torchvision classification model
+    lr: float = 0.001
+    max_epochs: int = 5
+    train_epoch_length: int | None = None  # iterations per epoch; null means the whole training set
+    eval_epoch_length: int | None = None
+{% include "config/common.py" %}

@@ -1,1 +1,0 @@
-../../common/project/xla.py

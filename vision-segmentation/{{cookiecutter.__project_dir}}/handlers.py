@@ -1,1 +1,0 @@
-../../common/project/handlers.py
