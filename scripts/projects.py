@@ -184,19 +184,20 @@ def load_module(path: Path) -> ModuleType:
     """Import a module by its path (a generated project's, a hook, a script), as the one way the tests do.
 
     It is named after its folder and file, so two projects' modules of one name never meet in ``sys.modules``;
-    the modules it imports from its own folder (a project's ``preemption``, ``runs``, ...) are found there
-    while it loads, and forgotten after, for the same reason.
+    the modules it imports from its project (a project's ``config``, ``machinery.runs``, ...: its folder, or the
+    folder above a project's ``machinery/``) are found there while it loads, and forgotten after, for the same reason.
     """
-    folder = str(path.parent)
-    siblings = {sibling.stem for sibling in path.parent.glob("*.py")}
+    root = path.parent.parent if path.parent.name == "machinery" else path.parent
+    own = {child.stem for child in root.glob("*.py")} | {child.name for child in root.iterdir() if child.is_dir()}
     before = set(sys.modules)
     spec = importlib.util.spec_from_file_location(f"loaded_{path.parent.name}_{path.stem}", path)
     module = importlib.util.module_from_spec(spec)
-    sys.path.insert(0, folder)
+    sys.path.insert(0, str(root))
     try:
         spec.loader.exec_module(module)
     finally:
-        sys.path.remove(folder)
-        for name in siblings & (set(sys.modules) - before):
-            del sys.modules[name]
+        sys.path.remove(str(root))
+        for name in set(sys.modules) - before:
+            if name.split(".")[0] in own:
+                del sys.modules[name]
     return module

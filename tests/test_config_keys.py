@@ -1,12 +1,14 @@
-"""A config that lacks keys the code reads is refused at load time, naming each with the value to add.
+"""The config: config.py's ``Config`` declares every key config.yaml holds, with its type and the value the
+project was generated with; a run reads config.yaml into it, and refuses a key that is missing, undeclared or of
+another type, naming it (with the value to add, for a missing one).
 
-The keys and their values come from one place in the generated project: ``TEMPLATE_CONFIG`` in
-``utils.py``, which is ``config.yaml`` as the template rendered it. These tests check that it stays
-exactly that for every answer that shapes config.yaml, and that every argparser uses it.
+config.yaml is written from config.py (one source): these tests check that the two agree for every answer that
+shapes them, and that every argparser's path refuses what it must.
 """
 
-import ast
+import dataclasses
 import subprocess
+import typing
 from pathlib import Path
 
 import pytest
@@ -26,12 +28,9 @@ def config_combinations(template: str) -> list[dict]:
     return [valid(combo) for combo in pairwise(options)]
 
 
-def template_config(project: Path) -> dict:
-    """``TEMPLATE_CONFIG`` as utils.py defines it, read without importing utils (no torch_xla needed)."""
-    tree = ast.parse((project / "utils.py").read_text())
-    (node,) = [n for n in tree.body if isinstance(n, ast.AnnAssign) and n.target.id == "TEMPLATE_CONFIG"]
-    (text,) = node.value.args
-    return yaml.safe_load(ast.literal_eval(text))
+def generated_config(project: Path) -> dict:
+    """config.py's Config defaults, the values the project was generated with (config.py needs no torch)."""
+    return dataclasses.asdict(load_module(project / "config.py").Config())
 
 
 def config_yaml(project: Path) -> dict:
@@ -41,7 +40,7 @@ def config_yaml(project: Path) -> dict:
 
 
 @pytest.mark.parametrize("template", TEMPLATES)
-def test_template_config_is_config_yaml_for_every_answer_that_shapes_it(tmp_path: Path, template: str) -> None:
+def test_config_yaml_holds_config_py_keys_in_order_with_their_defaults(tmp_path: Path, template: str) -> None:
     for index, answers in enumerate(config_combinations(template)):
         project = Path(
             cookiecutter(
@@ -52,9 +51,15 @@ def test_template_config_is_config_yaml_for_every_answer_that_shapes_it(tmp_path
                 accept_hooks=False,
             )
         )
-        assert template_config(project) == config_yaml(project), (
-            f"{template} with {answers}: TEMPLATE_CONFIG in utils.py must hold config.yaml's keys and values"
+        config = load_module(project / "config.py").Config
+        defaults, written = dataclasses.asdict(config()), config_yaml(project)
+        assert list(written.items()) == list(defaults.items()), (
+            f"{template} with {answers}: config.yaml must hold config.py's keys, in its order, with its defaults"
         )
+        hints = typing.get_type_hints(config)
+        for key, value in written.items():  # each default of its declared type (None where it may be)
+            kinds = typing.get_args(hints[key]) or (hints[key],)
+            assert isinstance(value, kinds), f"{template} with {answers}: {key}: {value!r} is not {hints[key]}"
 
 
 # A key of each template's own part of config.yaml, removed with `backend` (which the Code-Generator's
@@ -67,8 +72,8 @@ OWN_KEY = {
 }
 
 
-# Each template once and each argparser once: the check is shared code (utils.py), what differs per
-# template is TEMPLATE_CONFIG (checked above) and per argparser the path to the check.
+# Each template once and each argparser once: the check is shared code (machinery/settings.py), what differs
+# per template is its Config (checked above) and per argparser the path to the check.
 REFUSED_RUNS = [
     ("vision-classification", "argparse"),
     ("text-classification", "fire"),
@@ -93,23 +98,30 @@ def test_config_lacking_keys_is_refused_naming_each_with_its_value(bake, templat
     assert not crashed, f"a missing key must be reported, not crash:\n{proc.stderr[-3000:]}"
     assert f"lacks keys that this project reads: {own}, backend." in proc.stderr, proc.stderr
     # The values to paste in: the template's, as YAML.
-    generated = template_config(project)
+    generated = generated_config(project)
     assert yaml.safe_dump({own: generated[own], "backend": None}, sort_keys=False) in proc.stderr, proc.stderr
 
 
 @pytest.mark.parametrize("argparser", ["argparse", "fire"])
-def test_a_key_the_config_lacks_may_come_from_the_command_line(bake, argparser: str) -> None:
-    """The Code-Generator's configs have no backend: its projects say `--backend gloo` when they train."""
+def test_config_keys_come_from_the_file_or_the_command_line_declared_and_of_their_type(bake, argparser: str) -> None:
+    """The Code-Generator's configs have no backend: its projects say `--backend gloo` when they train. A key
+    config.py does not declare, or a value of another type, is refused naming the key."""
     project = bake(argparser=argparser, launcher="none")
     config = make_offline(project)
     del config["backend"]
     path = project / "config.yaml"
     path.write_text(yaml.safe_dump(config, sort_keys=False))
-    utils = load_module(project / "utils.py")
-    assert utils.load_config(path, backend="gloo").backend == "gloo"
+    settings = load_module(project / "machinery" / "settings.py")
+    assert settings.load_config(path, backend="gloo").backend == "gloo"
     with pytest.raises(SystemExit, match=r"Unknown config keys \['bakend'\]"):
-        utils.load_config(path, backend="gloo", bakend="gloo")
+        settings.load_config(path, backend="gloo", bakend="gloo")
+    wrong = r"values of the wrong type: lr: 'fast' is not float; max_epochs: 2.5 is not int"
+    with pytest.raises(SystemExit, match=wrong):
+        settings.load_config(path, backend=None, lr="fast", max_epochs=2.5)
+    path.write_text(yaml.safe_dump({**config, "backend": None, "warmup": 3}, sort_keys=False))
+    with pytest.raises(SystemExit, match="has keys that config.py does not declare: warmup. Declare each"):
+        settings.load_config(path)
     # An empty file is a config that lacks every key.
     path.write_text("")
     with pytest.raises(SystemExit, match="lacks keys that this project reads: seed, dataset"):
-        utils.load_config(path)
+        settings.load_config(path)

@@ -47,7 +47,7 @@ def score(local_rank):
 
 
 if case["xla"]:
-    import xla  # noqa: F401  (the torch_xla names ignite 0.5.5 needs)
+    from machinery import xla  # noqa: F401  (the torch_xla names ignite 0.5.5 needs)
 
     with idist.Parallel(backend="xla-tpu") as parallel:
         parallel.run(score)

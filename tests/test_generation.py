@@ -56,7 +56,7 @@ def project_files(project: Path) -> list[Path]:
 
 def third_party_imports(project: Path) -> set[str]:
     """The top-level names of the modules the project's Python files import, but for its own and the stdlib."""
-    own = {p.stem for p in project.glob("*.py")}
+    own = {p.stem for p in project.glob("*.py")} | {"machinery"}
     names = set()
     for path in project.rglob("*.py"):
         for node in ast.walk(ast.parse(path.read_text())):
@@ -102,16 +102,21 @@ each_bake = pytest.mark.parametrize("template,combo", BAKES, ids=[f"{t}-{combo_i
 def test_generated_files_are_the_ones_the_answers_ask_for(baked, template: str, combo: dict) -> None:
     project = baked(template, **combo)
     names = {p.relative_to(project).as_posix() for p in project_files(project)}
-    expected = {"main.py", "data.py", "models.py", "trainers.py", "engine.py", "handlers.py", "utils.py", "config.yaml"}
+    expected = {"main.py", "config.py", "data.py", "models.py", "trainers.py", "config.yaml"}
+    machinery = "__init__ backend engine fit handlers launch loaders preemption runs settings".split()
+    expected |= {f"machinery/{name}.py" for name in machinery}
     assert expected <= names, f"missing files: {expected - names}"
-    assert ("tracking.py" in names) == (combo["logger"] != "none"), "tracking.py exactly when a tracker is chosen"
+    tracking = combo["logger"] != "none"
+    assert ("machinery/tracking.py" in names) == tracking, "machinery/tracking.py exactly when a tracker is chosen"
+    evaluator = bool(template_context(template)["_eval_metric"])
+    assert ("machinery/evaluation.py" in names) == evaluator, "machinery/evaluation.py in a template that evaluates"
     assert ("tests/test_training.py" in names) == combo["include_test"], "tests/ must exist only when asked for"
     ci_files = {name for name in CI_FILES.values() if name}
     assert names & ci_files == ({CI_FILES[combo["ci"]]} - {None}), f"ci={combo['ci']}: CI files {names & ci_files}"
     assert ".pre-commit-config.yaml" in names and ".cookiecutter-defaults.json" not in names
     assert not (project / ".notebook").exists(), "the notebook's cells: read, then removed, by the hook"
     tpu = combo["backend"] == "xla-tpu"
-    assert ("xla.py" in names) == tpu, "xla.py exactly in a TPU project"
+    assert ("machinery/xla.py" in names) == tpu, "machinery/xla.py exactly in a TPU project"
     assert ("tests/test_xla.py" in names) == (tpu and combo["include_test"]), "tests/test_xla.py: TPU projects' tests"
 
 
@@ -222,7 +227,7 @@ def test_torch_xla_appears_in_tpu_projects_only(baked, template: str, combo: dic
     readme = (project / "README.md").read_text()
     if combo["backend"] == "xla-tpu":
         assert "## Training on a TPU" in readme
-        assert "import torch_xla" in (project / "xla.py").read_text()
+        assert "import torch_xla" in (project / "machinery" / "xla.py").read_text()
         return
     assert "## Training on a TPU" not in readme
     for path in project_files(project):

@@ -57,7 +57,7 @@ LAUNCHERS = {
 }
 BACKEND_CHOICES = ("nccl", "gloo", "xla-tpu")
 # The files whose text these tests read, rendered once per combination.
-FILES = ("README.md", "config.yaml", "utils.py")
+FILES = ("README.md", "config.yaml", "machinery/launch.py")
 
 
 def readme_combos(template: str) -> list[dict]:
@@ -134,7 +134,7 @@ def override_hints(text: str) -> list[list[str]]:
 def check_arguments(args: list[str], argparser: str, keys: set[str], where: str) -> None:
     """Fail unless ``args`` (what follows main.py, or an override on its own) is what the argparser accepts.
 
-    argparse: the config path, then only ``--backend`` (see ``cli`` in utils.py); fire: the config path,
+    argparse: the config path, then only ``--backend`` (see ``cli`` in machinery/launch.py); fire: the config path,
     then ``--key=value``; hydra: the config's directory and name, then ``key=value`` or ``++key=value``.
     Every key must be a key of the project's config.yaml.
     """
@@ -224,7 +224,7 @@ def test_readme_lists_every_run_output_under_outputs(template: str) -> None:
 @pytest.mark.parametrize("template", TEMPLATES)
 def test_readme_commands_and_hints_use_the_projects_own_syntax(template: str) -> None:
     """Every training command, override example and backend advice of the README, and the advice
-    utils.py prints for nccl without a GPU, parse with the project's argparser and name config keys."""
+    machinery/launch.py prints for nccl without a GPU, parse with the project's argparser and name config keys."""
     for answers in readme_combos(template):
         readme, config, utils = render(template, answers, *FILES)
         keys = set(yaml.safe_load(config))
