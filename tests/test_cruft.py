@@ -75,10 +75,10 @@ def test_update_brings_template_changes_and_keeps_user_edits(template_repo: Path
 
     # The template moves on: a shared file changes (it is also a cell of the notebook), and so do the
     # repository files the notebook does not write (CI, pre-commit).
-    utils = template_repo / "common" / "project" / "utils.py"
-    old_doc = next(line for line in utils.read_text().splitlines() if line.startswith('"""'))  # the docstring
-    new_doc = '"""Configuration, launch, logging and checkpointing helpers (template v2)."""'
-    utils.write_text(utils.read_text().replace(old_doc, new_doc, 1))
+    launch = template_repo / "common" / "machinery" / "launch.py"
+    old_doc = next(line for line in launch.read_text().splitlines() if line.startswith('"""'))  # the docstring
+    new_doc = '"""The start of every run: command line, launch, run directory, log (template v2)."""'
+    launch.write_text(launch.read_text().replace(old_doc, new_doc, 1))
     partials = template_repo / "common" / "partials"
     for name in ("ci/github.yml", "pre-commit-config.yaml"):
         (partials / name).write_text((partials / name).read_text() + "# template v2\n")
@@ -86,12 +86,11 @@ def test_update_brings_template_changes_and_keeps_user_edits(template_repo: Path
 
     assert sh([CRUFT, "check"], project, ok=False).returncode != 0, "cruft check must see the new template commit"
     sh([CRUFT, "update", "-y"], project)
-    assert new_doc in (project / "utils.py").read_text()
+    assert new_doc in (project / "machinery" / "launch.py").read_text()
     notebook = json.loads((project / "my_proj.ipynb").read_text())
-    utils_cell = next(
-        "".join(c["source"]) for c in notebook["cells"] if "".join(c["source"]).startswith("%%writefile utils.py")
-    )
-    assert new_doc in utils_cell, "the notebook must follow the template change"
+    cells = ["".join(cell["source"]) for cell in notebook["cells"]]
+    launch_cell = next(cell for cell in cells if cell.startswith("%%writefile machinery/launch.py"))
+    assert new_doc in launch_cell, "the notebook must follow the template change"
     assert "SYNTHETIC_SIZES = (2048, 256)" in data.read_text(), "the user's edit must survive the update"
     for name in (".github/workflows/ci.yml", ".pre-commit-config.yaml"):
         assert (project / name).read_text().endswith("# template v2\n"), f"{name} must follow the template"
@@ -141,7 +140,7 @@ def test_switching_a_project_from_gpu_to_tpu_and_back_keeps_the_users_edit(templ
         commit_all(project, f"switched to {backend}")
         tpu = backend == "xla-tpu"
         assert "SYNTHETIC_SIZES = (512, 128)" in data.read_text(), f"switching to {backend} lost the user's edit"
-        assert (project / "xla.py").is_file() == tpu, f"xla.py must exist exactly on TPU (now {backend})"
+        assert (project / "machinery" / "xla.py").is_file() == tpu, f"xla.py must exist exactly on TPU (now {backend})"
         assert (project / "tests" / "test_xla.py").is_file() == tpu
         assert ("torch_xla" in (project / "requirements.txt").read_text()) == tpu
         notebook = json.loads((project / "vision_classification.ipynb").read_text())

@@ -33,6 +33,7 @@ README_HEADINGS = [
     "## Notebook",
     "### Run on Kaggle",
     "## Configuration",
+    "## Make it yours",
     "## Outputs",
     "## Experiment tracking",
     "## Stop and continue",

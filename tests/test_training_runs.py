@@ -223,7 +223,7 @@ def test_resumed_run_ends_at_the_same_iteration_as_an_uninterrupted_one(bake) ->
 
 
 # The text template's own code (data, model, trainers, main) once per launcher: (answers, config overrides).
-# The shared code in utils.py is covered by the vision runs above.
+# The machinery (shared code) is covered by the vision runs above.
 TEXT_RUNS = {
     # The CUDA mixed-precision code (its scaler off on a CPU), DeterministicEngine, a hidden classifier layer.
     "none": ({"argparser": "fire", "mixed_precision": True, "deterministic": True}, {"classifier_hidden": 16}),
