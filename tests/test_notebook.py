@@ -301,7 +301,7 @@ CPU_NOTEBOOKS = [
 @pytest.mark.parametrize(("template", "answers"), CPU_NOTEBOOKS)
 def test_gpu_and_cpu_notebooks_run_top_to_bottom_on_the_cpu(bake, tmp_path: Path, template: str, answers: dict) -> None:
     project = bake(template, **answers)
-    executed = nbformat.read(run_notebook_alone(project, tmp_path, PYTHON, master_port=free_port()), as_version=4)
+    executed = nbformat.read(run_notebook_alone(project, tmp_path, PYTHON, master_port=int(free_port())), as_version=4)
     setup_output = "".join(out.get("text", "") for out in setup_cell(executed).outputs)
     assert "GPUs visible: 0" in setup_output, setup_output
     assert (tmp_path / "main.py").read_bytes() == (project / "main.py").read_bytes()

@@ -227,7 +227,7 @@ def test_the_same_command_continues_its_own_run_only(bake) -> None:
 
 SIGNALS = """
 import os, signal, time
-import preemption
+from machinery import preemption
 
 preemption.catch_stop_signals()
 os.kill(os.getpid(), signal.SIGINT)

@@ -164,7 +164,7 @@ def test_gan_losses_and_learning_rates_reach_the_store_that_mlflow_tracking_uri_
         "MLFLOW_TRACKING_URI overrides the default"
     )
     recorded = records("mlflow", f"sqlite:///{store}", project)
-    check_tracker_records(recorded, run_dir, config, optimizers=("generator", "discriminator"))
+    check_tracker_records(recorded, run_dir, config, optimizers=("optimizer_g", "optimizer_d"))
     assert {"train/loss_d", "train/loss_g", "train/d_real", "train/d_fake"} <= set(recorded["series"])
 
 
