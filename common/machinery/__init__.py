@@ -2,7 +2,8 @@
 """The machinery of training, the same for any model and data: change it to change how training runs, not what
 is trained (the README's "Make it yours" says where that is).
 
-- ``backend.py``: ``prepare`` and ``Backprop``, the one seam between your code and the backend.
+- ``backend.py``: ``Backend``, the one seam between your code and the backend (``prepare``, then the training
+  step's ``autocast``, ``backward``, ``step``, ``update``).
 - ``launch.py``: the command line, the training processes and the run's start; ``settings.py``: config.yaml
   and the command line's overrides read into ``config.Config``.
 - ``fit.py``: the run around your engines; ``engine.py``: the engine around your training step.

@@ -7,14 +7,14 @@ from ignite.engine import Engine
 from torch import nn
 
 from data import Batch, prepare_batch
-from machinery.backend import Backprop
+from machinery.backend import Backend
 from machinery.engine import training_engine
 from machinery.evaluation import evaluation_engine
 from models import logits_of
 
 
 def setup_trainer(
-    model: nn.Module, optimizer: torch.optim.Optimizer, loss_fn: nn.Module, backprop: Backprop, accumulation_steps: int
+    model: nn.Module, optimizer: torch.optim.Optimizer, loss_fn: nn.Module, backend: Backend, accumulation_steps: int
 ) -> Engine:
     """Build the engine that runs a training step per batch and an optimizer step every ``accumulation_steps``."""
     device = idist.device()
@@ -22,15 +22,15 @@ def setup_trainer(
     def train_step(engine: Engine, batch: Batch) -> dict[str, torch.Tensor]:
         model.train()
         inputs, targets = prepare_batch(batch, device)
-        with backprop.autocast():
+        with backend.autocast():
             loss = loss_fn(model(*inputs), targets)
         # The batches' gradients add up until the optimizer steps: as one batch accumulation_steps times
         # larger, each loss scaled to their mean. A Python test of the iteration, not of a tensor: on a
         # TPU, the steps with and without the optimizer step are two compiled programs, each reused.
-        backprop.backward(loss / accumulation_steps)
+        backend.backward(loss / accumulation_steps)
         if engine.state.iteration % accumulation_steps == 0:
-            backprop.step(optimizer)
-            backprop.update()
+            backend.step(optimizer)
+            backend.update()
             # After the step: a checkpoint saved here holds no gradients (see AccumulatedGradients).
             optimizer.zero_grad()
         # Return the losses as tensors: reading one (`.item()`) would wait for the device every step.
@@ -59,13 +59,13 @@ class AccumulatedGradients:
             parameter.grad = None if grad is None else grad.to(parameter.device)
 
 
-def setup_evaluator(model: nn.Module, backprop: Backprop) -> Engine:
+def setup_evaluator(model: nn.Module, backend: Backend) -> Engine:
     """Build the engine that computes the logits and targets of each eval batch, for the metrics (metrics.py)."""
     device = idist.device()
 
     def eval_step(engine: Engine, batch: Batch) -> tuple[torch.Tensor, torch.Tensor]:
         inputs, targets = prepare_batch(batch, device)
-        with backprop.autocast():
+        with backend.autocast():
             output = model(*inputs)
         # In float32 (mixed precision computes in float16 or bfloat16): the metrics sum many values.
         return logits_of(output).float(), targets

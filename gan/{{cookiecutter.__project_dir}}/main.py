@@ -5,7 +5,7 @@ from torch import nn, optim
 from config import Config
 from data import setup_data
 from images import SamplesAndLosses
-from machinery.backend import Backprop, prepare
+from machinery.backend import Backend
 from machinery.fit import fit
 from machinery.launch import cli, start_run
 from models import Discriminator, Generator
@@ -15,6 +15,8 @@ from trainers import setup_trainer
 def run(local_rank: int, config: Config) -> None:
     """Train the generator and the discriminator in one process (one of several in distributed training)."""
     outputs = start_run(config)
+    # This run's devices and how a training step runs on them: the same code on every backend (machinery/backend.py).
+    backend = Backend(config)
 
     train_loader = setup_data(config)
     generator = Generator(config.z_dim, config.g_filters, config.channels, config.image_size)
@@ -23,14 +25,13 @@ def run(local_rank: int, config: Config) -> None:
     betas = (config.beta1, 0.999)
     optimizer_g = optim.Adam(generator.parameters(), lr=config.lr, betas=betas)
     optimizer_d = optim.Adam(discriminator.parameters(), lr=config.lr, betas=betas)
-    # On the backend's devices: the same call whatever the backend (machinery/backend.py).
-    generator, discriminator, optimizer_g, optimizer_d, train_loader = prepare(
+    # Models, optimizers and loaders on the devices (wrapped for several processes, or TPU replicas).
+    generator, discriminator, optimizer_g, optimizer_d, train_loader = backend.prepare(
         generator, discriminator, optimizer_g, optimizer_d, train_loader
     )
     loss_fn = nn.BCEWithLogitsLoss()
 
-    backprop = Backprop(config)
-    trainer = setup_trainer(config, generator, discriminator, optimizer_g, optimizer_d, loss_fn, backprop)
+    trainer = setup_trainer(config, generator, discriminator, optimizer_g, optimizer_d, loss_fn, backend)
     pictures = SamplesAndLosses(generator, config, outputs.run_dir)
     # What a training checkpoint keeps (with the trainer's state, the losses read so far in it): a stopped run
     # continues from it.
@@ -39,7 +40,7 @@ def run(local_rank: int, config: Config) -> None:
         "discriminator": discriminator,
         "optimizer_g": optimizer_g,
         "optimizer_d": optimizer_d,
-        **backprop.state_objects(),
+        **backend.state_objects(),
     }
     fit(config, outputs, trainer, train_loader, to_save, handlers=[pictures.attach])
 

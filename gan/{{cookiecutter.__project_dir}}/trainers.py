@@ -6,7 +6,7 @@ from ignite.engine import Engine
 from torch import nn
 
 from config import Config
-from machinery.backend import Backprop
+from machinery.backend import Backend
 from machinery.engine import training_engine
 
 
@@ -17,14 +17,14 @@ def setup_trainer(
     optimizer_g: torch.optim.Optimizer,
     optimizer_d: torch.optim.Optimizer,
     loss_fn: nn.Module,
-    backprop: Backprop,
+    backend: Backend,
 ) -> Engine:
     """Build the engine that trains both networks, adversarially, on batches of real images."""
     device = idist.device()
 
     def discriminate(images: torch.Tensor, target: float) -> tuple[torch.Tensor, torch.Tensor]:
         """The discriminator's logits for ``images`` and their loss against ``target`` (1: real, 0: generated)."""
-        with backprop.autocast():
+        with backend.autocast():
             logits = discriminator(images)
             return logits, loss_fn(logits, torch.full_like(logits, target))
 
@@ -33,26 +33,26 @@ def setup_trainer(
         discriminator.train()
         real = batch[0].to(device, non_blocking=True)  # the class labels are not used
         noise = torch.randn(real.shape[0], config.z_dim, 1, 1, device=device)
-        with backprop.autocast():
+        with backend.autocast():
             fake = generator(noise)
 
         # Discriminator: tell real images from generated ones. Real and generated batches get a pass
         # and a backward each, so batch norm never mixes their statistics (as in the DCGAN paper).
         optimizer_d.zero_grad()
         logits_real, loss_real = discriminate(real, 1.0)
-        backprop.backward(loss_real)
+        backend.backward(loss_real)
         # detach(): this step trains the discriminator only.
         logits_fake, loss_fake = discriminate(fake.detach(), 0.0)
-        backprop.backward(loss_fake)
-        backprop.step(optimizer_d)
+        backend.backward(loss_fake)
+        backend.step(optimizer_d)
 
         # Generator: make the updated discriminator take the generated images for real ones.
         optimizer_g.zero_grad()
         _, loss_g = discriminate(fake, 1.0)
-        backprop.backward(loss_g)
-        backprop.step(optimizer_g)
+        backend.backward(loss_g)
+        backend.step(optimizer_g)
         # Once per iteration, after both optimizers have stepped (a CUDA gradient scaler serves both).
-        backprop.update()
+        backend.update()
 
         # Tensors, not numbers: reading them (`.item()`) would wait for the device every step.
         return {

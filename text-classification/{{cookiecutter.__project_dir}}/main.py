@@ -5,7 +5,7 @@ from torch import nn, optim
 
 from config import Config
 from data import NUM_CLASSES, setup_data, setup_tokenizer
-from machinery.backend import Backprop, prepare
+from machinery.backend import Backend
 from machinery.fit import fit
 from machinery.launch import cli, start_run
 from metrics import attach_metrics
@@ -25,13 +25,15 @@ def parameter_groups(model: nn.Module, weight_decay: float) -> list[dict]:
 def run(local_rank: int, config: Config) -> None:
     """Train and evaluate in one process (one of several in distributed training)."""
     outputs = start_run(config)
+    # This run's devices and how a training step runs on them: the same code on every backend (machinery/backend.py).
+    backend = Backend(config)
 
     tokenizer = setup_tokenizer(config)
     train_loader, eval_loader = setup_data(config, tokenizer)
     model = setup_model(config, vocab_size=len(tokenizer), num_classes=NUM_CLASSES)
     optimizer = optim.AdamW(parameter_groups(model, config.weight_decay), lr=config.lr)
-    # On the backend's devices: the same call whatever the backend (machinery/backend.py).
-    model, optimizer, train_loader, eval_loader = prepare(model, optimizer, train_loader, eval_loader)
+    # Models, optimizers and loaders on the devices (wrapped for several processes, or TPU replicas).
+    model, optimizer, train_loader, eval_loader = backend.prepare(model, optimizer, train_loader, eval_loader)
     loss_fn = nn.CrossEntropyLoss()
     # Linear warm-up over the first `warmup_ratio` of the iterations, then linear decay to zero.
     total = config.max_epochs * (config.train_epoch_length or len(train_loader))
@@ -41,9 +43,8 @@ def run(local_rank: int, config: Config) -> None:
         milestones_values=[(0, 0.0), (round(config.warmup_ratio * total), config.lr), (total, 0.0)],
     )
 
-    backprop = Backprop(config)
-    trainer = setup_trainer(model, optimizer, loss_fn, backprop, config.accumulation_steps)
-    evaluator = setup_evaluator(model, backprop)
+    trainer = setup_trainer(model, optimizer, loss_fn, backend, config.accumulation_steps)
+    evaluator = setup_evaluator(model, backend)
     attach_metrics(evaluator, loss_fn)
     # What a training checkpoint keeps (with the trainer's state): a stopped run continues from it.
     to_save = {
@@ -51,7 +52,7 @@ def run(local_rank: int, config: Config) -> None:
         "optimizer": optimizer,
         "lr_scheduler": lr_scheduler,
         "gradients": AccumulatedGradients(model),
-        **backprop.state_objects(),
+        **backend.state_objects(),
     }
     fit(config, outputs, trainer, train_loader, to_save, evaluator, eval_loader)
 

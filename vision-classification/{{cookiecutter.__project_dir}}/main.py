@@ -5,7 +5,7 @@ from torch import nn, optim
 
 from config import Config
 from data import NUM_CLASSES, setup_data
-from machinery.backend import Backprop, prepare
+from machinery.backend import Backend
 from machinery.fit import fit
 from machinery.launch import cli, start_run
 from metrics import attach_metrics
@@ -16,12 +16,14 @@ from trainers import AccumulatedGradients, setup_evaluator, setup_trainer
 def run(local_rank: int, config: Config) -> None:
     """Train and evaluate in one process (one of several in distributed training)."""
     outputs = start_run(config)
+    # This run's devices and how a training step runs on them: the same code on every backend (machinery/backend.py).
+    backend = Backend(config)
 
     train_loader, eval_loader = setup_data(config)
     model = setup_model(config.model, num_classes=NUM_CLASSES)
     optimizer = optim.Adam(model.parameters(), lr=config.lr)
-    # On the backend's devices: the same call whatever the backend (machinery/backend.py).
-    model, optimizer, train_loader, eval_loader = prepare(model, optimizer, train_loader, eval_loader)
+    # Models, optimizers and loaders on the devices (wrapped for several processes, or TPU replicas).
+    model, optimizer, train_loader, eval_loader = backend.prepare(model, optimizer, train_loader, eval_loader)
     loss_fn = nn.CrossEntropyLoss()
     # Linear warm-up during the first epoch, then linear decay to zero.
     epoch_length = config.train_epoch_length or len(train_loader)
@@ -31,9 +33,8 @@ def run(local_rank: int, config: Config) -> None:
         milestones_values=[(0, 0.0), (epoch_length, config.lr), (config.max_epochs * epoch_length, 0.0)],
     )
 
-    backprop = Backprop(config)
-    trainer = setup_trainer(model, optimizer, loss_fn, backprop, config.accumulation_steps)
-    evaluator = setup_evaluator(model, backprop)
+    trainer = setup_trainer(model, optimizer, loss_fn, backend, config.accumulation_steps)
+    evaluator = setup_evaluator(model, backend)
     attach_metrics(evaluator, loss_fn)
     # What a training checkpoint keeps (with the trainer's state): a stopped run continues from it.
     to_save = {
@@ -41,7 +42,7 @@ def run(local_rank: int, config: Config) -> None:
         "optimizer": optimizer,
         "lr_scheduler": lr_scheduler,
         "gradients": AccumulatedGradients(model),
-        **backprop.state_objects(),
+        **backend.state_objects(),
     }
     fit(config, outputs, trainer, train_loader, to_save, evaluator, eval_loader)
 

@@ -5,7 +5,7 @@ from torch import optim
 
 from config import Config
 from data import NUM_CLASSES, setup_data
-from machinery.backend import Backprop, prepare
+from machinery.backend import Backend
 from machinery.fit import fit
 from machinery.launch import cli, start_run
 from metrics import attach_metrics
@@ -17,14 +17,16 @@ from trainers import AccumulatedGradients, setup_evaluator, setup_trainer
 def run(local_rank: int, config: Config) -> None:
     """Train and evaluate in one process (one of several in distributed training)."""
     outputs = start_run(config)
+    # This run's devices and how a training step runs on them: the same code on every backend (machinery/backend.py).
+    backend = Backend(config)
 
     train_loader, eval_loader = setup_data(config)
     # The same few eval images are drawn with their predicted masks after each epoch.
     samples = [eval_loader.dataset[index] for index in range(config.num_pictures)]
     network = setup_model(config.model, NUM_CLASSES, config.weights_backbone)
     optimizer = optim.SGD(network.parameters(), config.lr, momentum=config.momentum, weight_decay=config.weight_decay)
-    # On the backend's devices: the same call whatever the backend (machinery/backend.py).
-    model, optimizer, train_loader, eval_loader = prepare(network, optimizer, train_loader, eval_loader)
+    # Models, optimizers and loaders on the devices (wrapped for several processes, or TPU replicas).
+    model, optimizer, train_loader, eval_loader = backend.prepare(network, optimizer, train_loader, eval_loader)
     loss_fn = SegmentationLoss(config.aux_loss_weight)
     # Linear warm-up during the first epoch, then linear decay to zero.
     epoch_length = config.train_epoch_length or len(train_loader)
@@ -34,9 +36,8 @@ def run(local_rank: int, config: Config) -> None:
         milestones_values=[(0, 0.0), (epoch_length, config.lr), (config.max_epochs * epoch_length, 0.0)],
     )
 
-    backprop = Backprop(config)
-    trainer = setup_trainer(model, optimizer, loss_fn, backprop, config.accumulation_steps)
-    evaluator = setup_evaluator(model, backprop)
+    trainer = setup_trainer(model, optimizer, loss_fn, backend, config.accumulation_steps)
+    evaluator = setup_evaluator(model, backend)
     attach_metrics(evaluator, loss_fn)
     pictures = PredictionPictures(network, samples, outputs.run_dir / "predictions")
     # What a training checkpoint keeps (with the trainer's state): a stopped run continues from it.
@@ -45,7 +46,7 @@ def run(local_rank: int, config: Config) -> None:
         "optimizer": optimizer,
         "lr_scheduler": lr_scheduler,
         "gradients": AccumulatedGradients(model),
-        **backprop.state_objects(),
+        **backend.state_objects(),
     }
     fit(config, outputs, trainer, train_loader, to_save, evaluator, eval_loader, handlers=[pictures.attach])
 
