@@ -4,10 +4,11 @@ Usage (cwd = a baked project): python loop.py TEMPLATE ITERATIONS REPEATS. Print
 Both loops train the same model on the same synthetic data with the same LR schedule, one process on
 the CPU, and must end with the same weights. The generated trainer runs with everything main.py
 attaches; inside the timed window that is the LR scheduler and the progress bar at every iteration
-and, in the last one, the loss read and NaN check (its checkpoint and evaluation come at the epoch's
-end, which the run stops one iteration short of).
+and, in the last one, the loss read and NaN check (and the GAN's loss history); its checkpoint and
+evaluation come at the epoch's end, which the run stops one iteration short of.
 """
 
+import dataclasses
 import itertools
 import json
 import random
@@ -17,12 +18,13 @@ import tempfile
 import time
 from collections.abc import Callable, Iterable
 from pathlib import Path
-from types import SimpleNamespace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import torch
-import yaml
+
+if TYPE_CHECKING:
+    from config import Config  # the baked project's, importable once sys.path has its directory (below)
 
 sys.path.insert(0, str(Path.cwd()))
 WARMUP = 3
@@ -32,10 +34,11 @@ RUN_NUMBERS = itertools.count()
 SEGMENTATION = {"crop_size": 32, "batch_size": 4}
 
 
-def load_config(iterations: int, output_dir: str) -> SimpleNamespace:
-    values = yaml.safe_load(Path("config.yaml").read_text())
-    for key in ("defaults", "hydra"):
-        values.pop(key, None)
+def load_config(iterations: int, output_dir: str) -> "Config":
+    """The project's config.yaml, read and checked by the project itself, with this benchmark's overrides."""
+    from config import Config
+    from machinery.settings import load_config as project_config
+
     overrides = dict(
         dataset="synthetic",
         num_workers=0,
@@ -52,11 +55,11 @@ def load_config(iterations: int, output_dir: str) -> SimpleNamespace:
         output_dir=f"{output_dir}/run-{next(RUN_NUMBERS)}",
         backend=None,
     )
+    keys = {field.name for field in dataclasses.fields(Config)}
+    if "crop_size" in keys:
+        overrides.update(SEGMENTATION)
     # Only keys this template has (eval_epoch_length: classifiers; num_samples: gan).
-    values.update({k: v for k, v in overrides.items() if k in values})
-    if "crop_size" in values:
-        values.update(SEGMENTATION)
-    return SimpleNamespace(**values)
+    return project_config(Path("config.yaml"), **{k: v for k, v in overrides.items() if k in keys})
 
 
 def fingerprint(*modules: torch.nn.Module) -> float:
@@ -64,38 +67,38 @@ def fingerprint(*modules: torch.nn.Module) -> float:
     return sum(p.detach().double().abs().sum().item() for m in modules for p in m.parameters())
 
 
-def generated(config: SimpleNamespace, iterations: int) -> tuple[float, float]:
+def generated(config: "Config", iterations: int) -> tuple[float, float]:
     """Run main.run and time the training iterations after the warm-up, handlers included."""
     import main
-    import trainers
     from ignite.engine import Engine, Events
 
-    # The module that builds the trainer and attaches its handlers: the classifiers' trainers.py
-    # (train_and_evaluate), the GAN's main.py.
-    wiring = trainers if hasattr(trainers, "train_and_evaluate") else main
+    # main.py builds the trainer (trainers.setup_trainer, imported into main: patched there) and hands it to
+    # machinery.fit.fit, which attaches the handlers and runs it. The clock's handlers go on as that run starts,
+    # after all of fit's, so that the last timed iteration includes what they do then: the loss read, the
+    # progress bar, the NaN check, and the GAN's loss history (images.py's, which fit attaches after
+    # setup_handlers: right after setup_handlers, as before the machinery package, the clock would miss it).
     marks = {}
-    build_trainer = getattr(wiring.setup_trainer, "original", wiring.setup_trainer)
-    attach_handlers = getattr(wiring.setup_handlers, "original", wiring.setup_handlers)
-
-    def setup_trainer(*args, **kwargs) -> Engine:
-        marks["modules"] = [a for a in args if isinstance(a, torch.nn.Module) and list(a.parameters())]
-        return build_trainer(*args, **kwargs)
+    build_trainer = getattr(main.setup_trainer, "original", main.setup_trainer)
 
     def stop(engine: Engine) -> None:
         marks["end"] = time.perf_counter()
         engine.terminate()
 
-    def setup_handlers(trainer: Engine, *args, **kwargs) -> None:
-        attach_handlers(trainer, *args, **kwargs)
-        # Attached after main.py's handlers, so the last timed iteration includes what they do then:
-        # the loss read, the progress bar, the NaN check.
-        trainer.add_event_handler(
-            Events.ITERATION_COMPLETED(once=WARMUP), lambda _: marks.update(start=time.perf_counter())
-        )
-        trainer.add_event_handler(Events.ITERATION_COMPLETED(once=WARMUP + iterations), stop)
+    def setup_trainer(*args, **kwargs) -> Engine:
+        marks["modules"] = [a for a in args if isinstance(a, torch.nn.Module) and list(a.parameters())]
+        trainer = build_trainer(*args, **kwargs)
 
-    setup_trainer.original, setup_handlers.original = build_trainer, attach_handlers
-    wiring.setup_trainer, wiring.setup_handlers = setup_trainer, setup_handlers
+        def run(*run_args, **run_kwargs):
+            start = Events.ITERATION_COMPLETED(once=WARMUP)
+            trainer.add_event_handler(start, lambda _: marks.update(start=time.perf_counter()))
+            trainer.add_event_handler(Events.ITERATION_COMPLETED(once=WARMUP + iterations), stop)
+            return Engine.run(trainer, *run_args, **run_kwargs)
+
+        trainer.run = run
+        return trainer
+
+    setup_trainer.original = build_trainer
+    main.setup_trainer = setup_trainer
     main.run(0, config)
     return iterations / (marks["end"] - marks["start"]), fingerprint(*marks["modules"])
 
@@ -123,7 +126,7 @@ def endless(loader):
 
 
 def supervised_loop(
-    config: SimpleNamespace,
+    config: "Config",
     iterations: int,
     model: torch.nn.Module,
     optimizer: torch.optim.Optimizer,
@@ -154,7 +157,7 @@ def supervised_loop(
     return iterations / (time.perf_counter() - start), fingerprint(model)
 
 
-def vision_hand_written(config: SimpleNamespace, iterations: int) -> tuple[float, float]:
+def vision_hand_written(config: "Config", iterations: int) -> tuple[float, float]:
     """The same ResNet, images, Adam and loss; main.py warms the learning rate up for one epoch."""
     import data
     import models
@@ -175,7 +178,7 @@ def vision_hand_written(config: SimpleNamespace, iterations: int) -> tuple[float
     )
 
 
-def gan_hand_written(config: SimpleNamespace, iterations: int) -> tuple[float, float]:
+def gan_hand_written(config: "Config", iterations: int) -> tuple[float, float]:
     """The same DCGAN step (discriminator on real then generated images, then generator), plainly."""
     import data
     import models
@@ -208,7 +211,7 @@ def gan_hand_written(config: SimpleNamespace, iterations: int) -> tuple[float, f
     return iterations / (time.perf_counter() - start), fingerprint(generator, discriminator)
 
 
-def text_hand_written(config: SimpleNamespace, iterations: int) -> tuple[float, float]:
+def text_hand_written(config: "Config", iterations: int) -> tuple[float, float]:
     """The same encoder, token batches, AdamW groups and loss; warm-up for warmup_ratio of the run."""
     import data
     import main
@@ -232,7 +235,7 @@ def text_hand_written(config: SimpleNamespace, iterations: int) -> tuple[float, 
     )
 
 
-def segmentation_hand_written(config: SimpleNamespace, iterations: int) -> tuple[float, float]:
+def segmentation_hand_written(config: "Config", iterations: int) -> tuple[float, float]:
     """The same segmentation network, scenes, SGD and main-plus-auxiliary loss; warm-up for one epoch."""
     import data
     import models

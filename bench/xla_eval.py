@@ -15,6 +15,7 @@ evaluation (metrics.SegmentationMetrics). "argmax to CPU": the same project with
 batch the predicted masks go to the CPU, into ignite's ConfusionMatrix there. "naive": a GPU loop moved as is.
 """
 
+import dataclasses
 import importlib
 import itertools
 import json
@@ -22,9 +23,10 @@ import statistics
 import sys
 import time
 from pathlib import Path
-from types import SimpleNamespace
+from typing import TYPE_CHECKING
 
-import yaml
+if TYPE_CHECKING:
+    from config import Config  # the baked project's, importable once sys.path has its directory (below)
 
 sys.path.insert(0, str(Path.cwd()))
 RUN_NUMBERS = itertools.count()
@@ -44,12 +46,15 @@ def counts() -> tuple[int, int]:
     return tuple(0 if d is None else d[0] for d in data)
 
 
-def config_for(eval_batches: int) -> SimpleNamespace:
-    """The run's configuration: synthetic data, short epochs, no checkpoints (segmentation: see SEGMENTATION)."""
-    values = yaml.safe_load(Path("config.yaml").read_text())
-    for key in ("defaults", "hydra"):
-        values.pop(key, None)
-    values.update(
+def config_for(eval_batches: int) -> "Config":
+    """The run's configuration: synthetic data, short epochs, no checkpoints (segmentation: see SEGMENTATION).
+
+    The project's config.yaml, read and checked by the project itself, with these overrides.
+    """
+    from config import Config
+    from machinery.settings import load_config
+
+    overrides = dict(
         dataset="synthetic",
         data_path="data",
         num_workers=0,
@@ -63,9 +68,11 @@ def config_for(eval_batches: int) -> SimpleNamespace:
         output_dir=f"bench-eval-{eval_batches}",
         backend=None,
     )
-    if "crop_size" in values:  # segmentation
-        values.update(SEGMENTATION, batch_size=SEGMENTATION_BATCH_SIZE, max_epochs=EPOCHS, train_epoch_length=1)
-    return SimpleNamespace(**values)
+    keys = {field.name for field in dataclasses.fields(Config)}
+    if "crop_size" in keys:  # segmentation
+        overrides.update(SEGMENTATION, batch_size=SEGMENTATION_BATCH_SIZE, max_epochs=EPOCHS, train_epoch_length=1)
+    # Only keys this project has (save_every_iters: with training checkpoints, which these projects are made without).
+    return load_config(Path("config.yaml"), **{k: v for k, v in overrides.items() if k in keys})
 
 
 def evaluations_of_run(eval_batches: int) -> list[tuple[float, int, int]]:
@@ -73,6 +80,7 @@ def evaluations_of_run(eval_batches: int) -> list[tuple[float, int, int]]:
     (the trainer's nested run)."""
     import main
     from ignite.engine import Engine
+    from machinery.xla import _xla_replica
 
     evaluations = []
     outer = []
@@ -89,13 +97,12 @@ def evaluations_of_run(eval_batches: int) -> list[tuple[float, int, int]]:
         return state
 
     Engine.run = run
-    # Each replica's start-up as the project's launch does it (xla.py; utils.py in projects made before it).
-    launcher = importlib.import_module("xla" if Path("xla.py").is_file() else "utils")
     config = config_for(eval_batches)
     # A run directory of its own: with the same config a finished run's directory would end this one at once.
-    config.output_dir += f"-{next(RUN_NUMBERS)}"
+    config = dataclasses.replace(config, output_dir=f"{config.output_dir}-{next(RUN_NUMBERS)}")
     try:
-        launcher._xla_replica(0, main.run, config)
+        # Each replica's start-up as the project's launch does it (machinery/xla.py's launch, in this process).
+        _xla_replica(0, main.run, config)
     finally:
         Engine.run = original_run
     return evaluations
@@ -189,14 +196,15 @@ def argmax_to_cpu_metrics(evaluator, loss_fn) -> None:
 
 def argmax_to_cpu(eval_batches: int) -> list[tuple[float, int, int]]:
     """The generated project's run with argmax_to_cpu_metrics in place of its device-side confusion matrix."""
-    import trainers
+    import main
 
-    attach = trainers.attach_metrics
-    trainers.attach_metrics = argmax_to_cpu_metrics
+    # main.run attaches the evaluator's metrics (metrics.attach_metrics, imported into main: replaced there).
+    attach = main.attach_metrics
+    main.attach_metrics = argmax_to_cpu_metrics
     try:
         return evaluations_of_run(eval_batches)
     finally:
-        trainers.attach_metrics = attach
+        main.attach_metrics = attach
 
 
 def segmentation_naive(eval_batches: int) -> list[tuple[float, int, int]]:
@@ -214,8 +222,8 @@ def segmentation_naive(eval_batches: int) -> list[tuple[float, int, int]]:
     from ignite.metrics import ConfusionMatrix, mIoU
     from torch.utils.data import DataLoader
 
-    # ignite 0.5.5's metrics ask torch_xla for names 2.7 removed: the project's xla.py puts them back.
-    importlib.import_module("xla")
+    # ignite 0.5.5's metrics ask torch_xla for names 2.7 removed: the project's machinery/xla.py puts them back.
+    importlib.import_module("machinery.xla")
     config = config_for(eval_batches)
     device = xm.xla_device()
     torch.manual_seed(0)

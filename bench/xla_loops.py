@@ -10,7 +10,6 @@ import subprocess
 import sys
 from collections.abc import Callable
 from pathlib import Path
-from types import SimpleNamespace
 from typing import Any
 
 import yaml
@@ -156,17 +155,18 @@ def gan_naive(epochs: int) -> dict:
     import models
     import torch
     import torch_xla.core.xla_model as xm
+    from machinery.settings import load_config
 
-    config = yaml.safe_load(Path("config.yaml").read_text())
+    config = load_config(Path("config.yaml"))
     device = xm.xla_device()
     torch.manual_seed(0)
-    generator = models.Generator(config["z_dim"], config["g_filters"], config["channels"], config["image_size"])
-    discriminator = models.Discriminator(config["channels"], config["d_filters"], config["image_size"])
+    generator = models.Generator(config.z_dim, config.g_filters, config.channels, config.image_size)
+    discriminator = models.Discriminator(config.channels, config.d_filters, config.image_size)
     generator, discriminator = generator.to(device), discriminator.to(device)
-    optimizer_g = torch.optim.Adam(generator.parameters(), lr=config["lr"], betas=(config["beta1"], 0.999))
-    optimizer_d = torch.optim.Adam(discriminator.parameters(), lr=config["lr"], betas=(config["beta1"], 0.999))
+    optimizer_g = torch.optim.Adam(generator.parameters(), lr=config.lr, betas=(config.beta1, 0.999))
+    optimizer_d = torch.optim.Adam(discriminator.parameters(), lr=config.lr, betas=(config.beta1, 0.999))
     loss_fn = torch.nn.BCEWithLogitsLoss()
-    loader = naive_loader(data.get_dataset("synthetic", "data", config["image_size"], config["channels"]))
+    loader = naive_loader(data.get_dataset("synthetic", "data", config.image_size, config.channels))
 
     def loss(images: torch.Tensor, target: float) -> torch.Tensor:
         logits = discriminator(images)
@@ -174,7 +174,7 @@ def gan_naive(epochs: int) -> dict:
 
     def step(batch) -> dict:
         real = batch[0].to(device)
-        fake = generator(torch.randn(real.shape[0], config["z_dim"], 1, 1, device=device))
+        fake = generator(torch.randn(real.shape[0], config.z_dim, 1, 1, device=device))
         optimizer_d.zero_grad()
         loss_d = loss(real, 1.0) + loss(fake.detach(), 0.0)
         loss_d.backward()
@@ -194,10 +194,9 @@ def text_naive(epochs: int) -> dict:
     import models
     import torch
     import torch_xla.core.xla_model as xm
+    from machinery.settings import load_config
 
-    values = yaml.safe_load(Path("config.yaml").read_text())
-    values.update(dataset="synthetic", data_path="data")
-    config = SimpleNamespace(**values)
+    config = load_config(Path("config.yaml"), dataset="synthetic", data_path="data")
     device = xm.xla_device()
     torch.manual_seed(0)
     tokenizer = data.setup_tokenizer(config)
@@ -220,16 +219,17 @@ def segmentation_naive(epochs: int) -> dict:
     import models
     import torch
     import torch_xla.core.xla_model as xm
+    from machinery.settings import load_config
 
-    config = {**yaml.safe_load(Path("config.yaml").read_text()), **SEGMENTATION}
+    config = load_config(Path("config.yaml"), **SEGMENTATION)
     device = xm.xla_device()
     torch.manual_seed(0)
-    model = models.setup_model(config["model"], data.NUM_CLASSES, config["weights_backbone"]).to(device)
+    model = models.setup_model(config.model, data.NUM_CLASSES, config.weights_backbone).to(device)
     optimizer = torch.optim.SGD(
-        model.parameters(), lr=config["lr"], momentum=config["momentum"], weight_decay=config["weight_decay"]
+        model.parameters(), lr=config.lr, momentum=config.momentum, weight_decay=config.weight_decay
     )
-    loss_fn = models.SegmentationLoss(config["aux_loss_weight"])
-    loader = naive_loader(data.get_datasets("synthetic", "data", config["crop_size"])[0])
+    loss_fn = models.SegmentationLoss(config.aux_loss_weight)
+    loader = naive_loader(data.get_datasets("synthetic", "data", config.crop_size)[0])
     return naive_epochs(
         loader, epochs, lambda b: plain_step(model, optimizer, loss_fn, (b[0].to(device),), b[1].to(device))
     )
