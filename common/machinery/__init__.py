@@ -17,6 +17,7 @@ is trained (the README's "Make it yours" says where that is).
 - ``tracking.py``: the experiment tracker ({{ flags.tracker_name }}).
 {% endif %}
 {% if flags.xla %}
-- ``xla.py``: torch_xla: the TPU replicas' launch, device loaders, XLA counters, the names ignite 0.5.5 calls.
+- ``xla.py``: torch_xla: the TPU replicas' launch, device loaders, the names ignite 0.5.5 calls;
+  ``xla_metrics.py``: the XLA counters of each epoch (``xla_metrics.json``).
 {% endif %}
 """

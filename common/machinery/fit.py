@@ -37,7 +37,7 @@ from machinery.preemption import setup_clean_stop
 from machinery.tracking import setup_tracking
 {% endif %}
 {% if flags.xla %}
-from machinery.xla import setup_xla_metrics
+from machinery.xla_metrics import setup_xla_metrics
 {% endif %}
 
 

@@ -1,24 +1,20 @@
 {% import "flags.j2" as flags with context %}
-"""TPU training with torch_xla: ignite 0.5.5 compatibility, replica launch, device loaders, XLA counters.
+"""TPU training with torch_xla: ignite 0.5.5 compatibility, replica launch, replicas alike, device loaders.
 
 Importing this module adds back the torch_xla names that ignite 0.5.5 calls (see ``add_removed_names``):
 launch.py imports it before ignite asks torch_xla anything.
 """
 
-import json
 import logging
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any
 
 import ignite.distributed as idist
 import torch
 import torch_xla
 import torch_xla.core.xla_model as xm
-import torch_xla.debug.metrics as met
 import torch_xla.distributed.parallel_loader as pl
 import torch_xla.runtime as xr
-from ignite.engine import Engine, Events
 {% if flags.eval_metric %}
 from torch.utils.data import DataLoader
 {% endif %}
@@ -145,67 +141,3 @@ def _eval_device_loader(loader: Any) -> pl.MpDeviceLoader:
     )
     return pl.MpDeviceLoader(padded, idist.device())
 {% endif %}
-
-
-def _xla_count(name: str) -> int:
-    data = met.metric_data(name)
-    return 0 if data is None else data[0]
-
-
-def _cpu_fallbacks() -> dict[str, int]:
-    """How often each PyTorch operation without an XLA lowering has run on the CPU, so far."""
-    # `.item()` counts as aten::_local_scalar_dense: a read (a transfer), not an operation run on the CPU.
-    names = (name for name in met.counter_names() if name.startswith("aten::") and "_local_scalar" not in name)
-    return {name: met.counter_value(name) for name in names}
-
-
-def setup_xla_metrics(trainer: Engine, run_dir: Path, logger: logging.Logger) -> None:
-    """Count XLA compilations, device-to-host transfers and CPU fallbacks per epoch; write ``xla_metrics.json``.
-
-    A healthy XLA loop stops compiling after the first epoch or two and reads from the device only at the
-    logging interval; an operation torch_xla cannot compile runs on the CPU, a transfer each time. Training
-    and the work at each epoch end (evaluation, samples, checkpoint) are counted apart: attach this first.
-    """
-    counts: dict[str, list] = {
-        "compilations_per_epoch": [],
-        "device_to_host_transfers_per_epoch": [],
-        "cpu_fallbacks_per_epoch": [],
-        "eval_compilations_per_epoch": [],
-        "eval_device_to_host_transfers_per_epoch": [],
-    }
-    mark = {}
-
-    def now() -> tuple[int, int, dict[str, int]]:
-        return _xla_count("CompileTime"), _xla_count("TransferFromDeviceTime"), _cpu_fallbacks()
-
-    def record(prefix: str, since: tuple[int, int, dict[str, int]]) -> None:
-        compiles, transfers, fallbacks = now()
-        counts[f"{prefix}compilations_per_epoch"].append(compiles - since[0])
-        counts[f"{prefix}device_to_host_transfers_per_epoch"].append(transfers - since[1])
-        if not prefix:
-            new = {name: count - since[2].get(name, 0) for name, count in fallbacks.items()}
-            counts["cpu_fallbacks_per_epoch"].append({name: count for name, count in new.items() if count})
-
-    @trainer.on(Events.EPOCH_STARTED)
-    def start_epoch() -> None:
-        if "eval" in mark:  # the previous epoch's evaluation has ended
-            record("eval_", mark.pop("eval"))
-        mark["train"] = now()
-
-    @trainer.on(Events.EPOCH_COMPLETED)
-    def end_epoch() -> None:
-        record("", mark.pop("train"))
-        mark["eval"] = now()
-
-    @trainer.on(Events.COMPLETED)
-    def write() -> None:
-        if "eval" in mark:
-            record("eval_", mark.pop("eval"))
-        if idist.get_rank() == 0:
-            (run_dir / "xla_metrics.json").write_text(json.dumps(counts, indent=2) + "\n")
-            logger.info(
-                "XLA training: compilations per epoch %s, device-to-host transfers per epoch %s, CPU fallbacks %s",
-                counts["compilations_per_epoch"],
-                counts["device_to_host_transfers_per_epoch"],
-                counts["cpu_fallbacks_per_epoch"],
-            )

@@ -1,0 +1,1 @@
+../../../common/machinery/xla_metrics.py
