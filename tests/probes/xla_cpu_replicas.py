@@ -34,6 +34,12 @@ processes, one per chip, never do; each is met here, in torch_xla or ignite as t
   The networks' initial weights stay drawn from the shared one: which ones replica 0 gets (and so every
   replica, from ``start_alike``) depends on the interleaving, so two runs never stopped are not bit-identical
   here, where on a TPU they are; a run continued from a checkpoint is.
+- XLA:CPU gives a collective 10 s for every replica to arrive, then aborts the process; a TPU's runtime
+  waits far longer. Threads that share 2 cores with the suite's other worker can lag more than that behind
+  one another (replica 0 writes a checkpoint, say, while the others reach the next step's all-reduce).
+  A replica that has a collective pending waits here, in Python, for every replica to reach its sync before
+  its program runs: all then arrive within milliseconds. Every replica issues the same collectives, in the
+  same order, so the n-th such sync of each meets the n-th of the others.
 - ``PJRT_CPU_ASYNC_CLIENT=false`` (the asynchronous client hangs when a collective program runs again) and
   a thread pool of at least N (its default is the number of cores).
 
@@ -66,6 +72,8 @@ from torch_xla._internal import pjrt  # noqa: E402
 
 _X = torch_xla._XLAC
 _compile_lock = threading.Lock()
+_collective = threading.Barrier(REPLICAS, timeout=600)  # a replica that failed breaks it for the others
+_pending = threading.local()  # whether this replica's graph holds a collective not yet run
 
 
 def sync(wait: bool = False, reset_scope: bool = True) -> None:
@@ -73,6 +81,9 @@ def sync(wait: bool = False, reset_scope: bool = True) -> None:
     device = _X._xla_get_default_device()
     _X._xla_wait_device_ops(_X._xla_real_devices([device]))  # never wait while holding the lock
     own = torch.zeros((), device=torch_xla.device()) + 1  # pending on this device: the sync waits for it only
+    if getattr(_pending, "collective", False):
+        _pending.collective = False
+        _collective.wait()  # every replica at its sync: their programs then meet within XLA's 10 s
     with _compile_lock:
         _X._xla_step_marker(device, [], wait=False, reset_scope=reset_scope)
     del own
@@ -111,13 +122,22 @@ def to(self, *args, **kwargs):
 
 torch.Tensor.to = to
 _all_gather = xm.all_gather
+_all_reduce = xm.all_reduce
 
 
 def all_gather(value, dim=0, groups=None, output=None, pin_layout=True, channel_id=None, **kwargs):
+    _pending.collective = True
     return _all_gather(value, dim, groups, output, False, channel_id, **kwargs)
 
 
+def all_reduce(*args, **kwargs):
+    _pending.collective = True
+    return _all_reduce(*args, **kwargs)
+
+
 xm.all_gather = all_gather  # xm.mesh_reduce and xm.rendezvous look it up here
+# xm.optimizer_step (through reduce_gradients), xm.collective_broadcast and ignite look it up here
+xm.all_reduce = all_reduce
 
 
 def _do_broadcast(self, tensor: torch.Tensor, src: int) -> torch.Tensor:
