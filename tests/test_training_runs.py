@@ -138,6 +138,30 @@ def test_early_stopping_ends_training_after_patience_epochs_without_improvement(
     assert "EarlyStopping: Stop training" in log["text"], log["text"][-3000:]
 
 
+def test_the_score_config_yaml_names_ranks_best_models_and_a_name_no_metric_has_is_refused(bake) -> None:
+    """``score: -loss``: the best models are the epochs of lowest eval loss, named ``neg_loss=<-loss>`` (early
+    stopping reads the same ``handlers.score_of``); a score naming no eval metric stops at the first evaluation,
+    saying which exist."""
+    project = bake(argparser="fire", launcher="none", save_best_model=True, patience="3", save_training=False)
+    make_offline(project, max_epochs=3, score="-loss")
+    argv, _ = readme_train_command(project)
+    run_cmd(argv, cwd=project)
+    (run_dir,) = run_dirs(project)
+    log = read_log(run_dir)
+    losses = {epoch: float(line["loss"]) for epoch, line in enumerate(log["evals"], start=1)}
+    saved = {}
+    for path in run_dir.glob("best_model_*.pt"):
+        match = re.fullmatch(r"best_model_(\d+)_neg_loss=(-\d\.\d{4})\.pt", path.name)
+        assert match, f"{path.name}: with score -loss a best model is named best_model_<epoch>_neg_loss=<-loss>.pt"
+        saved[int(match[1])] = float(match[2])
+    lowest = sorted(losses, key=losses.get)[:2]  # n_saved: 2
+    assert sorted(saved) == sorted(lowest), f"the 2 epochs of lowest eval loss {losses}, not {saved}"
+    assert all(saved[epoch] == -losses[epoch] for epoch in saved), f"named after the negated loss: {saved}, {losses}"
+    proc = subprocess.run([*argv, "--score=acc"], cwd=project, capture_output=True, text=True, timeout=300)
+    assert proc.returncode != 0, "a score that names no eval metric must stop the run"
+    assert "score: 'acc' names no eval metric; the evaluation gives accuracy, loss" in proc.stderr, proc.stderr[-3000:]
+
+
 def test_a_nan_loss_stops_training_at_the_iteration_it_appears(bake) -> None:
     project = bake(argparser="argparse", launcher="none", terminate_on_nan=True, save_training=False)
     # lr: .inf in config.yaml. The warm-up starts at (inf - 0) * 0 = NaN: the first step makes every weight
