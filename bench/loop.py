@@ -163,8 +163,8 @@ def vision_hand_written(config: "Config", iterations: int) -> tuple[float, float
     import models
 
     seed_everything(config.seed)
-    loader, _ = data.setup_data(config)
-    model = models.setup_model(config.model, num_classes=data.NUM_CLASSES)
+    loader, _, classes = data.setup_data(config)
+    model = models.setup_model(config.model, num_classes=len(classes))
     optimizer = torch.optim.Adam(model.parameters(), lr=config.lr)
     return supervised_loop(
         config,

@@ -30,6 +30,7 @@ README_HEADINGS = [
     "## Train",
     "## Training on a TPU",
     "### Check that nothing recompiles",
+    "## Train on your data",
     "## Notebook",
     "### Run on Kaggle",
     "## Configuration",

@@ -11,6 +11,9 @@ is trained (the README's "Make it yours" says where that is).
 - ``evaluation.py``: the engine around your evaluation step.
 {% endif %}
 - ``loaders.py``: the data loaders, sharded across processes.
+{% if flags.image_files %}
+- ``files.py``: image folders and dataset files, their faults named (a missing folder, an unreadable image).
+{% endif %}
 - ``handlers.py``: loss logging, checkpoints, stopping rules, resuming.
 - ``preemption.py``: the clean stop on SIGTERM or Ctrl-C; ``runs.py``: the run directory a stopped run continues in.
 {% if cookiecutter.logger != "none" %}

@@ -36,7 +36,7 @@ from machinery.preemption import catch_stop_signals, replicas_started
 {% else %}
 from machinery.preemption import catch_stop_signals, end_process, {{ "exit_if_stopped" if flags.spawn_here else "exit_status" }}
 {% endif %}
-from machinery.runs import setup_run_dir
+from machinery.runs import {{ "run_recorded, " if not flags.xla }}setup_run_dir
 from machinery.settings import {{ "checked_config" if cookiecutter.argparser == "hydra" else "load_config" }}
 {% if flags.xla %}
 
@@ -115,7 +115,7 @@ def launch(run: RunFn, config: Config) -> None:
 
 def train_process(local_rank: int, run: RunFn, config: Config) -> None:
     """``run`` in one training process; a process started by ``launch`` then ends (end_process)."""
-    run(local_rank, config)
+    run_recorded(local_rank, run, config)
     if config.backend is not None:  # else this is launch's own process, which goes on to exit_if_stopped
         idist.finalize()  # what ignite does once ``run`` returns
         end_process(0)  # launch, which started this process, reports a stop with its own status
@@ -128,7 +128,7 @@ def launch(run: RunFn, config: Config) -> None:
     catch_stop_signals()  # torchrun forwards a stop signal to each process (preemption.py)
     # torchrun (or no launcher at all) has already started the processes: ignite joins them.
     with idist.Parallel(backend=config.backend) as parallel:
-        parallel.run(run, config)
+        parallel.run(run_recorded, run, config)
     end_process(exit_status())
 {% endif %}
 

@@ -1,6 +1,10 @@
 {% import "flags.j2" as flags with context %}
-"""The data loaders: sharded across processes, with workers that leave stop signals to the training process."""
+"""The data loaders: sharded across processes, with workers that leave stop signals to the training process
+and end with it."""
 
+import multiprocessing
+import multiprocessing.util
+import signal
 {% if flags.eval_metric %}
 from collections.abc import Iterator
 {% endif %}
@@ -10,7 +14,7 @@ import ignite.distributed as idist
 from torch.utils.data import DataLoader, Dataset{{ ", DistributedSampler" if flags.eval_metric }}
 
 from config import Config
-from machinery.preemption import ignore_stop_signals
+from machinery.preemption import STOP_SIGNALS
 
 
 def train_loader(dataset: Dataset, config: Config) -> DataLoader:
@@ -67,3 +71,27 @@ def with_dataset(loader: Any, dataset: Dataset) -> Any:
     if not hasattr(loader, "dataset"):
         loader.dataset = dataset
     return loader
+
+
+def ignore_stop_signals(_worker_id: int) -> None:
+    """A DataLoader worker's init function: the training process decides when to stop.
+
+    Slurm and a shutting-down machine signal every process: a worker killed by it would fail training at once.
+    """
+    for signum in STOP_SIGNALS:
+        signal.signal(signum, signal.SIG_IGN)
+
+
+def end_workers() -> None:
+    """Kill this process's DataLoader workers (its daemon children) as it exits.
+
+    Python ends daemon children at exit with SIGTERM, which the workers ignore, then waits for them: a run
+    that fails while its workers live (an unreadable image, say) would never end.
+    """
+    for child in multiprocessing.active_children():
+        if child.daemon:
+            child.kill()
+
+
+# Among multiprocessing's exit finalizers, which run before it signals its children and waits for them.
+multiprocessing.util.Finalize(None, end_workers, exitpriority=100)

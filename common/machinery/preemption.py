@@ -31,14 +31,13 @@ from pathlib import Path
 from typing import Any{{ ", NoReturn" if not flags.xla }}
 
 import ignite.distributed as idist
-import yaml
 from ignite.engine import Engine, Events
 {% if cookiecutter.save_training %}
 from ignite.handlers import Checkpoint
 {% endif %}
 
 from config import Config
-from machinery.runs import STATUS_FILE
+from machinery.runs import write_status
 
 
 class StopRequest:
@@ -88,7 +87,7 @@ def catch_stop_signals() -> None:
                 (Path(os.environ[REPLICAS_FOLDER]) / "stop").write_text(STOP.reason)
 {% endif %}
             # The training processes this one started (spawn) stop too. DataLoader workers, also children,
-            # ignore it (ignore_stop_signals).
+            # ignore it (loaders.ignore_stop_signals).
             for child in multiprocessing.active_children():
                 os.kill(child.pid, signal.SIGTERM)
 
@@ -133,15 +132,6 @@ def replicas_started() -> None:
     if idist.get_rank() == 0 and REPLICAS_FOLDER in os.environ:
         (Path(os.environ[REPLICAS_FOLDER]) / "started").touch()
 {% endif %}
-
-
-def ignore_stop_signals(_worker_id: int) -> None:
-    """A DataLoader worker's init function: the training process decides when to stop.
-
-    Slurm and a shutting-down machine signal every process: a worker killed by it would fail training at once.
-    """
-    for signum in STOP_SIGNALS:
-        signal.signal(signum, signal.SIG_IGN)
 
 
 def asked_to_stop() -> bool:
@@ -244,5 +234,4 @@ def setup_clean_stop(
             engine.logger.info("Stopped. save_training is off: the same command starts a new run.")
 {% endif %}
         if idist.get_rank() == 0:
-            outcome = {"status": status, "reason": reason, "epoch": state.epoch, "iteration": state.iteration}
-            (run_dir / STATUS_FILE).write_text(yaml.safe_dump(outcome, sort_keys=False))
+            write_status(run_dir, status=status, reason=reason, epoch=state.epoch, iteration=state.iteration)

@@ -6,13 +6,15 @@ A run that finished is not trained again; one that stopped continues from its ne
 """
 
 import json
+import logging
 {% if cookiecutter.save_training %}
 import zipfile
 {% endif %}
+from collections.abc import Callable
 from dataclasses import asdict
 from datetime import datetime
 from pathlib import Path
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 import ignite.distributed as idist
 import yaml
@@ -22,7 +24,7 @@ from config import Config
 # Config keys that may differ between a run and the command that continues it: none changes what the
 # iterations already trained would have been. A larger max_epochs trains a finished run longer.
 MAY_CHANGE = ("max_epochs", "log_every_iters", "save_every_iters", "n_saved", "limit_sec", "num_workers")
-# How the run ended (preemption.setup_clean_stop writes it): stopped (to continue) or finished.
+# How the run ended: stopped (to continue), finished (preemption.setup_clean_stop), or failed (run_recorded).
 STATUS_FILE = "status.yaml"
 
 
@@ -80,6 +82,33 @@ def _new_run(config: Config) -> tuple[str, None, str]:
     path.mkdir(parents=True)
     _lock_config(path, config)
     return path.as_posix(), None, ""
+
+
+def write_status(run_dir: Path, **outcome: Any) -> None:
+    """Record how the run ended in its ``status.yaml``: ``status`` and ``reason`` first."""
+    (run_dir / STATUS_FILE).write_text(yaml.safe_dump(outcome, sort_keys=False))
+
+
+def run_recorded(local_rank: int, run: Callable[[int, Config], None], config: Config) -> None:
+    """``run(local_rank, config)``; an error that ends it is logged in ``training.log`` and recorded as failed.
+
+    The error is raised again: the command fails. Fixed (the data, say), the same command continues the run
+    from its newest checkpoint.
+    """
+    try:
+        run(local_rank, config)
+    except (Exception, KeyboardInterrupt) as error:
+        logger = logging.getLogger("train")
+        # The run directory holds the log file: rank 0's logger (the others have none) once the run started.
+        logs = [Path(handler.baseFilename) for handler in logger.handlers if isinstance(handler, logging.FileHandler)]
+        if logs:
+            message = str(error).strip()
+            # A DataLoader worker's error holds the worker's traceback, whose last line is the error itself.
+            worker = "Original Traceback" in message
+            reason = message.splitlines()[-1] if worker else f"{type(error).__name__}: {message}".splitlines()[0]
+            logger.error("The run failed: %s", reason, exc_info=error)
+            write_status(logs[0].parent, status="failed", reason=reason)
+        raise
 
 
 def _lock_config(run_dir: Path, config: Config) -> None:

@@ -24,6 +24,7 @@ from config import Config
 from machinery.loaders import EvalShard
 {% endif %}
 from machinery.preemption import exit_if_stopped, launch_replicas
+from machinery.runs import run_recorded
 
 # torch_xla 2.7 removed these names of torch_xla.core.xla_model in favour of torch_xla.runtime; ignite
 # 0.5.5's xla-tpu backend still calls them, so every idist call on a TPU would fail with AttributeError.
@@ -60,7 +61,7 @@ def launch(run: Callable[[int, Config], None], config: Config) -> None:
 def _xla_replica(_index: int, run: Callable[[int, Config], None], config: Config) -> None:
     # torch_xla.launch passes the replica's index first; ignite joins the running replica (no nproc_per_node).
     with idist.Parallel(backend="xla-tpu") as parallel:
-        parallel.run(run, config)
+        parallel.run(run_recorded, run, config)
 
 
 def check_replicas(config: Config, logger: logging.Logger) -> None:

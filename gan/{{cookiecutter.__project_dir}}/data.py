@@ -2,6 +2,7 @@
 
 from collections.abc import Callable
 from functools import partial
+from pathlib import Path
 
 import ignite.distributed as idist
 import torch
@@ -11,6 +12,7 @@ from torchvision import datasets
 from torchvision import transforms as T
 
 from config import Config
+from machinery.files import download_advice, image_folder
 from machinery.loaders import train_loader
 
 DATASETS = ("cifar10", "mnist", "folder", "synthetic")
@@ -73,13 +75,16 @@ class SyntheticImages(Dataset):
 def get_dataset(name: str, data_path: str, image_size: int, channels: int) -> Dataset:
     """Return the training set; its labels, if any, are not used."""
     transform = image_transform(image_size, channels)
+    # CIFAR-10 and MNIST are downloaded into data_path unless their files are there.
     if name == "cifar10":
-        return datasets.CIFAR10(data_path, train=True, download=True, transform=transform)
+        with download_advice(name, Path(data_path) / "cifar-10-batches-py"):
+            return datasets.CIFAR10(data_path, train=True, download=True, transform=transform)
     if name == "mnist":
-        return datasets.MNIST(data_path, train=True, download=True, transform=transform)
+        with download_advice(name, Path(data_path) / "MNIST" / "raw"):
+            return datasets.MNIST(data_path, train=True, download=True, transform=transform)
     if name == "folder":
         # Every image under data_path, in one or more sub-folders (torchvision's ImageFolder layout).
-        return datasets.ImageFolder(data_path, transform=transform)
+        return image_folder(Path(data_path), transform, "dataset: folder reads the images in data_path's sub-folders")
     if name == "synthetic":
         # Learnable images made on the fly: no download; the same transform gives the real data's shapes.
         return SyntheticImages(SYNTHETIC_SIZE, transform)

@@ -1,9 +1,11 @@
 {% include "config/docstring.py" %}
 
-    # Data: "cifar10" downloads CIFAR-10 into data_path; "synthetic" makes images of the same shapes
+    # Data: "cifar10" downloads CIFAR-10 into data_path (unless it is there); "folder" reads your images from
+    # data_path/train/<class>/* and data_path/val/<class>/*; "synthetic" makes images of CIFAR-10's shapes
     # offline, each class a colour and stripe direction (for tests and demos: a short run learns them).
     dataset: str = "cifar10"
     data_path: str = "./data"
+    image_size: int = 32  # dataset "folder": each image is resized to image_size x image_size
     batch_size: int = 32  # global batch size, split across processes
     accumulation_steps: int = 1  # batches whose gradients add up before each optimizer step (a larger batch)
     eval_batch_size: int = 64

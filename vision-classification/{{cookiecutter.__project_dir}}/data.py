@@ -1,8 +1,9 @@
-"""Datasets and data loaders: CIFAR-10, or offline synthetic images of the same shapes."""
+"""Datasets and data loaders: CIFAR-10, your own image folders, or offline synthetic images of CIFAR-10's shapes."""
 
 import colorsys
 import math
 from collections.abc import Callable
+from pathlib import Path
 
 import ignite.distributed as idist
 import torch
@@ -12,13 +13,14 @@ from torchvision import datasets
 from torchvision import transforms as T
 
 from config import Config
+from machinery.files import download_advice, image_folder
 from machinery.loaders import eval_loader, train_loader
 
-# CIFAR-10 statistics, used for both datasets so the model sees the same input scale.
+# CIFAR-10 statistics, used for every dataset so the model sees the same input scale.
 MEAN = (0.4914, 0.4822, 0.4465)
 STD = (0.2470, 0.2435, 0.2616)
-IMAGE_SIZE = (3, 32, 32)
-NUM_CLASSES = 10
+IMAGE_SIZE = (3, 32, 32)  # CIFAR-10's and the synthetic images'
+NUM_CLASSES = 10  # CIFAR-10's and the synthetic images' (a folder's are its class folders)
 # Sizes of the synthetic train and eval sets: enough for a few short epochs.
 SYNTHETIC_SIZES = (1024, 256)
 
@@ -31,6 +33,8 @@ class SyntheticImages(Dataset):
     every epoch and in every process, with no file and no download. Datasets of other seeds (the train
     and eval sets) share no image.
     """
+
+    classes = [str(label) for label in range(NUM_CLASSES)]
 
     def __init__(self, size: int, seed: int, transform: Callable[[Image.Image], torch.Tensor]) -> None:
         self.size, self.seed, self.transform = size, seed, transform
@@ -56,31 +60,60 @@ class SyntheticImages(Dataset):
         return self.transform(Image.fromarray(pixels)), label
 
 
-def get_datasets(name: str, data_path: str) -> tuple[Dataset, Dataset]:
-    """Return the train and eval datasets, with augmentation on the train set only."""
+def get_datasets(name: str, data_path: str, image_size: int = 32) -> tuple[Dataset, Dataset]:
+    """Return the train and eval datasets, with augmentation on the train set only.
+
+    Each has ``classes``: the class names, in the order of the model's outputs.
+    """
+    if name == "folder":
+        return image_folders(Path(data_path), image_size)
     train_transform = T.Compose(
         [T.RandomCrop(32, padding=4), T.RandomHorizontalFlip(), T.ToTensor(), T.Normalize(MEAN, STD)]
     )
     eval_transform = T.Compose([T.ToTensor(), T.Normalize(MEAN, STD)])
     if name == "cifar10":
-        train = datasets.CIFAR10(data_path, train=True, download=True, transform=train_transform)
-        evaluation = datasets.CIFAR10(data_path, train=False, download=True, transform=eval_transform)
+        # Downloaded into data_path unless its files are there (then only their checksums are read).
+        with download_advice(name, Path(data_path) / "cifar-10-batches-py"):
+            train = datasets.CIFAR10(data_path, train=True, download=True, transform=train_transform)
+            evaluation = datasets.CIFAR10(data_path, train=False, download=True, transform=eval_transform)
     elif name == "synthetic":
         # Learnable images made on the fly: no download, the shapes of CIFAR-10; other images for eval.
         train_size, eval_size = SYNTHETIC_SIZES
         train = SyntheticImages(train_size, seed=0, transform=train_transform)
         evaluation = SyntheticImages(eval_size, seed=1, transform=eval_transform)
     else:
-        raise ValueError(f"dataset={name!r} is not supported: use 'cifar10' or 'synthetic'")
+        raise ValueError(f"dataset={name!r} is not supported: use 'cifar10', 'folder' or 'synthetic'")
     return train, evaluation
 
 
-def setup_data(config: Config) -> tuple[DataLoader, DataLoader]:
-    """Build the train and eval loaders, sharded across processes in distributed training."""
+def image_folders(root: Path, image_size: int) -> tuple[Dataset, Dataset]:
+    """Your images: ``root/train/<class>/*`` and ``root/val/<class>/*`` (torchvision's ImageFolder layout).
+
+    Any size and mode (each is read as RGB and resized to ``image_size``); the class names are the folders'.
+    """
+    size = (image_size, image_size)
+    augment = [T.RandomCrop(size, padding=image_size // 8), T.RandomHorizontalFlip()]
+    train_transform = T.Compose([T.Resize(size), *augment, T.ToTensor(), T.Normalize(MEAN, STD)])
+    eval_transform = T.Compose([T.Resize(size), T.ToTensor(), T.Normalize(MEAN, STD)])
+    layout = "dataset: folder reads <data_path>/train/<class>/* and <data_path>/val/<class>/*"
+    train = image_folder(root / "train", train_transform, layout)
+    evaluation = image_folder(root / "val", eval_transform, layout)
+    if evaluation.classes != train.classes:
+        raise ValueError(
+            f"{root / 'val'} and {root / 'train'} must hold the same class folders: "
+            f"val has {evaluation.classes}, train has {train.classes}"
+        )
+    if len(train.classes) < 2:
+        raise ValueError(f"{root / 'train'} must hold a folder per class, two at least: it has {train.classes}")
+    return train, evaluation
+
+
+def setup_data(config: Config) -> tuple[DataLoader, DataLoader, list[str]]:
+    """Build the train and eval loaders, sharded across processes in distributed training; and the class names."""
     # Only the first process on each node downloads; the others wait, then read the files.
     with idist.one_rank_first(local=True):
-        train, evaluation = get_datasets(config.dataset, config.data_path)
-    return train_loader(train, config), eval_loader(evaluation, config)
+        train, evaluation = get_datasets(config.dataset, config.data_path, config.image_size)
+    return train_loader(train, config), eval_loader(evaluation, config), list(train.classes)
 
 
 # A batch as the loaders give it: images and labels.

@@ -4,7 +4,7 @@ from ignite.handlers import PiecewiseLinear
 from torch import nn, optim
 
 from config import Config
-from data import NUM_CLASSES, setup_data
+from data import setup_data
 from machinery.backend import Backend
 from machinery.fit import fit
 from machinery.launch import cli, start_run
@@ -19,8 +19,8 @@ def run(local_rank: int, config: Config) -> None:
     # This run's devices and how a training step runs on them: the same code on every backend (machinery/backend.py).
     backend = Backend(config)
 
-    train_loader, eval_loader = setup_data(config)
-    model = setup_model(config.model, num_classes=NUM_CLASSES)
+    train_loader, eval_loader, classes = setup_data(config)
+    model = setup_model(config.model, num_classes=len(classes))
     optimizer = optim.Adam(model.parameters(), lr=config.lr)
     # Models, optimizers and loaders on the devices (wrapped for several processes, or TPU replicas).
     model, optimizer, train_loader, eval_loader = backend.prepare(model, optimizer, train_loader, eval_loader)

@@ -2,6 +2,7 @@
 
 import colorsys
 from functools import partial
+from pathlib import Path
 
 import ignite.distributed as idist
 import torch
@@ -12,6 +13,7 @@ from torchvision.transforms import v2
 from torchvision.transforms.v2 import functional as F
 
 from config import Config
+from machinery.files import download_advice, read_image
 from machinery.loaders import eval_loader, train_loader
 
 CLASSES = (
@@ -103,8 +105,12 @@ def get_datasets(name: str, data_path: str, crop_size: int) -> tuple[Dataset, Da
     train_transforms = joint_transforms(crop_size, train=True)
     eval_transforms = joint_transforms(crop_size, train=False)
     if name == "voc":
-        train = datasets.VOCSegmentation(data_path, "2012", "train", download=True, transforms=train_transforms)
-        evaluation = datasets.VOCSegmentation(data_path, "2012", "val", download=True, transforms=eval_transforms)
+        # The 2 GB archive is downloaded (and extracted) only when VOC's folder is not there: torchvision would
+        # check and extract it again at every run, over the folder.
+        folder = Path(data_path) / "VOCdevkit" / "VOC2012"
+        with download_advice(name, folder):
+            train = CheckedVOC(data_path, "2012", "train", download=not folder.is_dir(), transforms=train_transforms)
+            evaluation = CheckedVOC(data_path, "2012", "val", download=False, transforms=eval_transforms)
     elif name == "synthetic":
         # Learnable scenes made on the fly: no download, the shapes of VOC's batches; other scenes for eval.
         train_size, eval_size = SYNTHETIC_SIZES
@@ -113,6 +119,30 @@ def get_datasets(name: str, data_path: str, crop_size: int) -> tuple[Dataset, Da
     else:
         raise ValueError(f"dataset={name!r} is not supported: use 'voc' or 'synthetic'")
     return train, evaluation
+
+
+class CheckedVOC(datasets.VOCSegmentation):
+    """VOC 2012's images and masks, each mask checked against its image: a wrong one is named, not trained on."""
+
+    def __getitem__(self, index: int) -> tuple[torch.Tensor, torch.Tensor]:
+        image, mask = read_image(self.images[index]), Image.open(self.masks[index])
+        check_mask(mask, image, self.masks[index])
+        return self.transforms(image, mask)
+
+
+def check_mask(mask: Image.Image, image: Image.Image, path: str) -> None:
+    """Refuse a mask that is not a class index per pixel of its image (0 to NUM_CLASSES - 1, or IGNORE_INDEX)."""
+    if mask.mode not in ("P", "L"):
+        raise ValueError(f"{path}: a mask holds a class index per pixel (a palette or greyscale PNG), not {mask.mode}")
+    if mask.size != image.size:
+        width, height = image.size
+        raise ValueError(f"{path}: the mask is {mask.size[0]}x{mask.size[1]} pixels, its image {width}x{height}")
+    labels = set(torch.unique(F.pil_to_tensor(mask)).tolist()) - {IGNORE_INDEX}
+    if max(labels, default=0) >= NUM_CLASSES:
+        raise ValueError(
+            f"{path}: the mask holds {sorted(labels)}: a label is a class index below {NUM_CLASSES}, "
+            f"or {IGNORE_INDEX} (ignored)"
+        )
 
 
 class TransformedScenes(Dataset):

@@ -11,7 +11,7 @@ def test_short_run_trains_a_model_for_the_data_and_logs_metrics_and_saves_the_as
 
     monkeypatch.setattr("main.setup_model", setup_and_keep_model)
     run(0, config)
-    # One output per class of the data (NUM_CLASSES in data.py), not a model's default number.
+    # One output per class of the data (the synthetic set's NUM_CLASSES here), not a model's default number.
     (model,) = built
     *_, classifier = (module for module in model.modules() if isinstance(module, torch.nn.Linear))
     assert classifier.out_features == NUM_CLASSES, "main.py must build the model with the data's number of classes"

@@ -1,0 +1,281 @@
+"""Your own data in: image folders and VOC on disk train, and bad or missing data stops the run naming it.
+
+Real runs of generated projects, on CPU, offline: the folders hold images of the synthetic sets' learnable
+patterns, written to disk in the formats users have (JPEG, PNG, RGBA, other sizes; VOC's own layout).
+"""
+
+import json
+from pathlib import Path
+
+import pytest
+import torch
+import yaml
+from environments import PYTHON
+from PIL import Image
+from projects import make_offline, read_log, readme_train_command, run_cmd, run_dirs
+
+pytestmark = pytest.mark.slow  # they train generated projects: not in the quick lane
+
+# Run in a vision project: an ImageFolder tree of the synthetic images of three well-apart classes, in several
+# formats and sizes (argv: the root, images per class in train; val gets a quarter).
+WRITE_FOLDERS = """
+import sys
+from pathlib import Path
+from data import SyntheticImages
+
+root, per_class = Path(sys.argv[1]), int(sys.argv[2])
+names = {0: "red", 3: "green", 6: "blue"}  # classes whose colours are far apart
+for split, seed, count in (("train", 0, per_class), ("val", 1, max(per_class // 4, 2))):
+    images = SyntheticImages(100_000, seed=seed, transform=lambda image: image)
+    written = dict.fromkeys(names, 0)
+    for index in range(len(images)):
+        image, label = images[index]
+        if label not in names or written[label] == count:
+            continue
+        folder = root / split / names[label]
+        folder.mkdir(parents=True, exist_ok=True)
+        n = written[label]
+        if n % 3 == 0:
+            image.resize((40, 40)).save(folder / f"{n}.jpg", quality=95)
+        elif n % 3 == 1:
+            image.convert("RGBA").resize((24, 24)).save(folder / f"{n}.png")
+        else:
+            image.save(folder / f"{n}.png")
+        written[label] += 1
+        if min(written.values()) == count:
+            break
+"""
+# Settings of the folder runs: a few iterations of whole epochs over the folders.
+FOLDER_RUN = {"batch_size": 12, "eval_batch_size": 12, "train_epoch_length": None, "eval_epoch_length": None}
+# Downloads fail at once: every URL goes to a proxy on a port where nothing listens.
+NO_NETWORK = {"http_proxy": "http://127.0.0.1:9", "https_proxy": "http://127.0.0.1:9", "no_proxy": ""}
+
+
+def image_folders(project: Path, root: Path, per_class: int) -> Path:
+    run_cmd([PYTHON, "-c", WRITE_FOLDERS, str(root), str(per_class)], cwd=project)
+    return root
+
+
+def train(project: Path, returncode: int = 0):
+    """Train with the README's command, the network unreachable."""
+    argv, readme_env = readme_train_command(project)
+    return run_cmd(argv, cwd=project, env={**readme_env, **NO_NETWORK}, timeout=180, returncode=returncode)
+
+
+def test_an_image_folder_trains_a_model_with_one_output_per_class_folder_and_it_learns(bake, tmp_path) -> None:
+    """``dataset: folder``: the classes are the folder names, the model gets one output per class, images of
+    any size and mode are read (JPEG, PNG, RGBA; 24 to 40 pixels, resized to image_size), with 2 workers, and
+    nothing is downloaded. Chance is 0.33; these colours are learnt in one epoch (accuracy 1.0 in trials)."""
+    project = bake("vision-classification")
+    root = image_folders(project, tmp_path / "images", per_class=24)
+    make_offline(project, dataset="folder", data_path=str(root), image_size=32, num_workers=2, **FOLDER_RUN)
+    train(project)
+    (run_dir,) = run_dirs(project)
+    log = read_log(run_dir)
+    assert log["iterations"][-1] == 2 * (3 * 24 // 12), f"two epochs of the 72 training images:\n{log['text']}"
+    assert float(log["evals"][-1]["accuracy"]) >= 0.6, f"eval accuracy per epoch {log['evals']}; chance is 0.33"
+    checkpoint = sorted(run_dir.glob("training_checkpoint_*.pt"))[-1]
+    head = torch.load(checkpoint, map_location="cpu", weights_only=True)["model"]["fc.weight"]
+    assert head.shape[0] == 3, f"the model has {head.shape[0]} outputs: it must have one per class folder (3)"
+    assert not (project / "data").exists(), "a folder run must not download (or create) anything in ./data"
+
+
+def test_bad_image_folders_are_refused_before_training_naming_the_folder(bake, tmp_path) -> None:
+    """Each layout rule the README states, broken one at a time, gives an error that names the folder."""
+    project = bake("vision-classification")
+    good = image_folders(project, tmp_path / "good", per_class=4)
+    cases = {
+        "no val": "rm -r {root}/val",
+        "a class folder with no image": "rm {root}/train/green/*",
+        "other classes in val": "mv {root}/val/blue {root}/val/cyan",
+        "one class": "rm -r {root}/train/green {root}/train/blue {root}/val/green {root}/val/blue",
+    }
+    roots = {}
+    for name, command in cases.items():
+        roots[name] = tmp_path / name.replace(" ", "_")
+        run_cmd(["bash", "-c", f"cp -r {good} {roots[name]} && " + command.format(root=roots[name])], cwd=tmp_path)
+    script = (
+        "import json, sys\nfrom data import get_datasets\nerrors = {}\n"
+        "for name, root in json.loads(sys.argv[1]).items():\n"
+        "    try:\n        get_datasets('folder', root)\n        errors[name] = None\n"
+        "    except (ValueError, FileNotFoundError) as error:\n        errors[name] = str(error)\n"
+        "print(json.dumps(errors))"
+    )
+    proc = run_cmd([PYTHON, "-c", script, json.dumps({k: str(v) for k, v in roots.items()})], cwd=project)
+    errors = json.loads(proc.stdout.splitlines()[-1])
+    expected = {
+        "no val": [f"{roots['no val']}/val is not a folder", "<data_path>/val/<class>/*"],
+        "a class folder with no image": [f"{roots['a class folder with no image']}/train", "green"],
+        "other classes in val": ["must hold the same class folders", "'cyan'", "'blue'"],
+        "one class": [f"{roots['one class']}/train", "two at least", "['red']"],
+    }
+    for name, parts in expected.items():
+        assert errors[name] is not None, f"{name}: get_datasets('folder') accepted it"
+        missing = [part for part in parts if part not in errors[name]]
+        assert not missing, f"{name}: the error lacks {missing}: {errors[name]}"
+
+
+@pytest.mark.parametrize("num_workers", [0, 2])
+def test_an_unreadable_image_ends_the_run_naming_it_and_once_fixed_the_run_continues(
+    bake, tmp_path, num_workers: int
+) -> None:
+    """A truncated JPEG in the eval set, met after a checkpoint (iteration 1): the run ends (with DataLoader
+    workers too, which used to hang it for ever), the error names the file in the console, training.log and
+    status.yaml; with the file replaced, the same command continues from the checkpoint and finishes."""
+    project = bake("vision-classification")
+    root = image_folders(project, tmp_path / "images", per_class=8)
+    make_offline(
+        project, dataset="folder", data_path=str(root), num_workers=num_workers, save_every_iters=1, **FOLDER_RUN
+    )
+    bad = root / "val" / "red" / "0.jpg"
+    whole = bad.read_bytes()
+    bad.write_bytes(whole[: len(whole) // 2])
+    proc = train(project, returncode=1)
+    assert f"cannot read the image {bad}" in proc.stderr, proc.stderr[-3000:]
+    (run_dir,) = run_dirs(project)
+    status = yaml.safe_load((run_dir / "status.yaml").read_text())
+    assert status["status"] == "failed" and str(bad) in status["reason"], status
+    log = (run_dir / "training.log").read_text()
+    assert f"The run failed: ValueError: cannot read the image {bad}" in log, log[-3000:]
+    # An epoch's last checkpoint follows its evaluation: the one of iteration 1 (of 2) is the newest.
+    assert (run_dir / "training_checkpoint_1.pt").is_file(), "the first iteration's checkpoint was saved"
+
+    bad.write_bytes(whole)
+    train(project)
+    assert run_dirs(project) == [run_dir], "the same command must continue the failed run, not start another"
+    log = (run_dir / "training.log").read_text()
+    assert "Continuing the run" in log and "training_checkpoint_1.pt" in log, log[-3000:]
+    assert yaml.safe_load((run_dir / "status.yaml").read_text())["status"] == "finished"
+
+
+def test_a_missing_dataset_with_no_network_says_where_its_files_go(bake) -> None:
+    """CIFAR-10 not in data_path and no network: the error names the folder the files go in and the offline
+    dataset, instead of a traceback from deep in torchvision; the run is recorded as failed."""
+    project = bake("vision-classification")
+    make_offline(project, dataset="cifar10", num_workers=0)
+    proc = train(project, returncode=1)
+    expected = "dataset='cifar10': its files are not in data/cifar-10-batches-py"
+    assert expected in proc.stderr and "set `dataset: synthetic` to train offline" in proc.stderr, proc.stderr[-3000:]
+    (run_dir,) = run_dirs(project)
+    assert f"The run failed: RuntimeError: {expected}" in (run_dir / "training.log").read_text()
+    assert yaml.safe_load((run_dir / "status.yaml").read_text())["status"] == "failed"
+
+
+def test_the_gans_image_folder_is_checked_by_the_same_rules(bake, tmp_path) -> None:
+    """The GAN's ``dataset: folder`` (the images in data_path's sub-folders): a missing folder, a sub-folder
+    with no image and an image that cannot be read are named, as the classifier's are."""
+    project = bake("gan")
+    root = tmp_path / "images"
+    for folder in ("train/green", "train/red", "val/blue"):
+        (root / folder).mkdir(parents=True)
+    Image.new("RGB", (20, 20), (200, 30, 30)).save(root / "train" / "red" / "0.png")
+    (root / "train" / "green" / "0.jpg").write_bytes(b"not a JPEG")
+    script = (
+        "import json, sys\nfrom data import get_dataset\nerrors = []\n"
+        "for root in sys.argv[1:]:\n"
+        "    try:\n        dataset = get_dataset('folder', root, 16, 3)\n"
+        "        [dataset[index] for index in range(len(dataset))]\n        errors.append(None)\n"
+        "    except (ValueError, FileNotFoundError) as error:\n        errors.append(str(error))\n"
+        "print(json.dumps(errors))"
+    )
+    folders = [root / "nowhere", root / "val", root / "train"]
+    proc = run_cmd([PYTHON, "-c", script, *map(str, folders)], cwd=project)
+    missing, empty, unreadable = json.loads(proc.stdout.splitlines()[-1])
+    assert missing and f"{root / 'nowhere'} is not a folder" in missing, missing
+    assert empty and str(root / "val") in empty and "blue" in empty, empty
+    assert unreadable and f"cannot read the image {root / 'train' / 'green' / '0.jpg'}" in unreadable, unreadable
+
+
+# Run in a segmentation project: a VOC 2012 tree as torchvision reads it (JPEG images, palette PNG masks,
+# the split lists), of synthetic scenes of 48 x 40 pixels (argv: data_path, train and val scenes).
+WRITE_VOC = """
+import sys
+from pathlib import Path
+from data import SyntheticScenes
+
+voc = Path(sys.argv[1]) / "VOCdevkit" / "VOC2012"
+splits = {"train": (0, int(sys.argv[2])), "val": (1, int(sys.argv[3]))}
+for folder in ("JPEGImages", "SegmentationClass", "ImageSets/Segmentation"):
+    (voc / folder).mkdir(parents=True)
+palette = [value for index in range(256) for value in (index * 40 % 256, index * 90 % 256, index * 150 % 256)]
+for split, (seed, count) in splits.items():
+    names = [f"{split}_{index}" for index in range(count)]
+    for name, index in zip(names, range(count)):
+        image, mask = SyntheticScenes(count, seed, image_size=48)[index]
+        image.crop((0, 0, 48, 40)).save(voc / "JPEGImages" / f"{name}.jpg", quality=95)
+        mask = mask.crop((0, 0, 48, 40)).convert("P")
+        mask.putpalette(palette)
+        mask.save(voc / "SegmentationClass" / f"{name}.png")
+    (voc / "ImageSets" / "Segmentation" / f"{split}.txt").write_text("".join(f"{name}\\n" for name in names))
+"""
+# Run in a segmentation project: each wrong mask (argv: data_path) and a VOC that is not there and cannot be
+# downloaded, read through get_datasets: prints each case's error.
+BAD_MASKS = """
+import json, sys
+from pathlib import Path
+from PIL import Image
+from data import get_datasets
+
+data_path = sys.argv[1]
+masks = Path(data_path) / "VOCdevkit" / "VOC2012" / "SegmentationClass"
+
+
+def with_label_128(mask):
+    mask.putpixel((0, 0), 128)
+    return mask
+
+
+cases = {
+    "another size": lambda mask: mask.resize((24, 20)),
+    "RGB colours": lambda mask: mask.convert("RGB"),
+    "a label no class has": with_label_128,
+}
+errors = {}
+for case, change in cases.items():
+    path = masks / "val_0.png"
+    whole = path.read_bytes()
+    change(Image.open(path)).save(path)
+    try:
+        get_datasets("voc", data_path, 32)[1][0]
+        errors[case] = None
+    except ValueError as error:
+        errors[case] = str(error)
+    path.write_bytes(whole)
+try:
+    get_datasets("voc", str(Path(data_path) / "elsewhere"), 32)
+except RuntimeError as error:
+    errors["not there"] = str(error)
+print(json.dumps(errors))
+"""
+
+
+def test_voc_on_disk_trains_with_no_download_and_a_wrong_mask_is_named(bake, tmp_path) -> None:
+    """VOC 2012 in data_path, in its on-disk format: the run trains with the network unreachable (torchvision
+    alone would download the 2 GB archive at every run); a mask of another size than its image, in RGB
+    colours, or with a label no class has is refused naming the file; no VOC and no network says where it goes."""
+    project = bake("vision-segmentation")
+    data_path = tmp_path / "voc"
+    run_cmd([PYTHON, "-c", WRITE_VOC, str(data_path), "4", "2"], cwd=project)
+    make_offline(
+        project, dataset="voc", data_path=str(data_path), model="lraspp_mobilenet_v3_large", batch_size=2,
+        eval_batch_size=2, max_epochs=1, train_epoch_length=None, eval_epoch_length=None,
+    )  # fmt: skip
+    train(project)
+    (run_dir,) = run_dirs(project)
+    log = read_log(run_dir)
+    assert log["iterations"][-1] == 2 and "mIoU" in log["evals"][-1], f"one epoch of the 4 scenes:\n{log['text']}"
+    assert sorted(path.name for path in data_path.iterdir()) == ["VOCdevkit"], "nothing was downloaded"
+
+    proc = run_cmd([PYTHON, "-c", BAD_MASKS, str(data_path)], cwd=project, env=NO_NETWORK)
+    errors = json.loads(proc.stdout.splitlines()[-1])
+    mask = data_path / "VOCdevkit" / "VOC2012" / "SegmentationClass" / "val_0.png"
+    expected = {
+        "another size": [str(mask), "the mask is 24x20 pixels, its image 48x40"],
+        "RGB colours": [str(mask), "a palette or greyscale PNG", "not RGB"],
+        "a label no class has": [str(mask), "128", "a class index below 21, or 255"],
+        "not there": [f"{data_path}/elsewhere/VOCdevkit/VOC2012", "set `dataset: synthetic` to train offline"],
+    }
+    for case, parts in expected.items():
+        assert errors.get(case), f"{case}: accepted, with no error"
+        missing = [part for part in parts if part not in errors[case]]
+        assert not missing, f"{case}: the error lacks {missing}: {errors[case]}"
