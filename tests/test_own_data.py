@@ -4,6 +4,7 @@ Real runs of generated projects, on CPU, offline: the folders hold images of the
 patterns, written to disk in the formats users have (JPEG, PNG, RGBA, other sizes; VOC's own layout).
 """
 
+import csv
 import json
 from pathlib import Path
 
@@ -62,10 +63,11 @@ def train(project: Path, returncode: int = 0):
     return run_cmd(argv, cwd=project, env={**readme_env, **NO_NETWORK}, timeout=180, returncode=returncode)
 
 
-def test_an_image_folder_trains_a_model_with_one_output_per_class_folder_and_it_learns(bake, tmp_path) -> None:
+def test_an_image_folder_trains_one_output_per_class_folder_and_learns_and_predict_py_agrees(bake, tmp_path) -> None:
     """``dataset: folder``: the classes are the folder names, the model gets one output per class, images of
     any size and mode are read (JPEG, PNG, RGBA; 24 to 40 pixels, resized to image_size), with 2 workers, and
-    nothing is downloaded. Chance is 0.33; these colours are learnt in one epoch (accuracy 1.0 in trials)."""
+    nothing is downloaded. Chance is 0.33; these colours are learnt in one epoch (accuracy 1.0 in trials).
+    Then predict.py classifies the val folder as the best evaluation did."""
     project = bake("vision-classification")
     root = image_folders(project, tmp_path / "images", per_class=24)
     make_offline(project, dataset="folder", data_path=str(root), image_size=32, num_workers=2, **FOLDER_RUN)
@@ -78,6 +80,16 @@ def test_an_image_folder_trains_a_model_with_one_output_per_class_folder_and_it_
     head = torch.load(checkpoint, map_location="cpu", weights_only=True)["model"]["fc.weight"]
     assert head.shape[0] == 3, f"the model has {head.shape[0]} outputs: it must have one per class folder (3)"
     assert not (project / "data").exists(), "a folder run must not download (or create) anything in ./data"
+
+    # The README's predict command on the val folder: the newest run's best model, its class names, and as
+    # many right as the best evaluation counted (the same images, model and transform).
+    run_cmd([PYTHON, "predict.py", str(root / "val"), "--output", "val.csv"], cwd=project)
+    with open(project / "val.csv") as f:
+        rows = list(csv.DictReader(f))
+    assert len(rows) == 3 * 6 and {row["label"] for row in rows} <= {"blue", "green", "red"}, rows
+    right = sum(Path(row["input"]).parent.name == row["label"] for row in rows) / len(rows)
+    best = max(float(line["accuracy"]) for line in log["evals"])
+    assert right == pytest.approx(best), f"predict.py got {right:.4f} of val right, the best evaluation {best}"
 
 
 def test_bad_image_folders_are_refused_before_training_naming_the_folder(bake, tmp_path) -> None:

@@ -31,6 +31,7 @@ README_HEADINGS = [
     "## Training on a TPU",
     "### Check that nothing recompiles",
     "## Train on your data",
+    "## Use the model",
     "## Notebook",
     "### Run on Kaggle",
     "## Configuration",

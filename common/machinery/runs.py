@@ -10,7 +10,7 @@ import logging
 {% if cookiecutter.save_training %}
 import zipfile
 {% endif %}
-from collections.abc import Callable
+from collections.abc import Callable{{ ", Sequence" if flags.eval_metric }}
 from dataclasses import asdict
 from datetime import datetime
 from pathlib import Path
@@ -26,6 +26,10 @@ from config import Config
 MAY_CHANGE = ("max_epochs", "log_every_iters", "save_every_iters", "n_saved", "limit_sec", "num_workers")
 # How the run ended: stopped (to continue), finished (preemption.setup_clean_stop), or failed (run_recorded).
 STATUS_FILE = "status.yaml"
+{% if flags.eval_metric %}
+# The class names, in the order of the model's outputs, beside the run's models (write_classes).
+CLASSES_FILE = "classes.json"
+{% endif %}
 
 
 class RunDir(NamedTuple):
@@ -84,6 +88,14 @@ def _new_run(config: Config) -> tuple[str, None, str]:
     return path.as_posix(), None, ""
 
 
+{% if flags.eval_metric %}
+def write_classes(run_dir: Path, classes: Sequence[str]) -> None:
+    """Keep the class names beside the run's models (rank 0): predictions and exports name classes with them."""
+    if idist.get_rank() == 0:
+        (run_dir / CLASSES_FILE).write_text(json.dumps(list(classes), indent=1) + "\n")
+
+
+{% endif %}
 def write_status(run_dir: Path, **outcome: Any) -> None:
     """Record how the run ended in its ``status.yaml``: ``status`` and ``reason`` first."""
     (run_dir / STATUS_FILE).write_text(yaml.safe_dump(outcome, sort_keys=False))

@@ -16,7 +16,8 @@ from machinery.loaders import eval_loader, train_loader
 # the tokenizers library warns in every worker that it turns its own threads off.
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
-NUM_CLASSES = 2  # IMDB labels: 0 negative, 1 positive
+CLASSES = ["negative", "positive"]  # IMDB's labels 0 and 1, and the synthetic reviews'
+NUM_CLASSES = len(CLASSES)
 # Sizes of the synthetic train and eval sets: enough for a few short epochs.
 SYNTHETIC_SIZES = (1024, 256)
 # The synthetic reviews' words: filler, and the sentiment words that give each review its label.

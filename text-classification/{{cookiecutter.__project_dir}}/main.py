@@ -4,10 +4,11 @@ from ignite.handlers import PiecewiseLinear
 from torch import nn, optim
 
 from config import Config
-from data import NUM_CLASSES, setup_data, setup_tokenizer
+from data import CLASSES, setup_data, setup_tokenizer
 from machinery.backend import Backend
 from machinery.fit import fit
 from machinery.launch import cli, start_run
+from machinery.runs import write_classes
 from metrics import attach_metrics
 from models import setup_model
 from trainers import AccumulatedGradients, setup_evaluator, setup_trainer
@@ -30,7 +31,8 @@ def run(local_rank: int, config: Config) -> None:
 
     tokenizer = setup_tokenizer(config)
     train_loader, eval_loader = setup_data(config, tokenizer)
-    model = setup_model(config, vocab_size=len(tokenizer), num_classes=NUM_CLASSES)
+    write_classes(outputs.run_dir, CLASSES)  # beside the models: what each output of the model means
+    model = setup_model(config, vocab_size=len(tokenizer), num_classes=len(CLASSES))
     optimizer = optim.AdamW(parameter_groups(model, config.weight_decay), lr=config.lr)
     # Models, optimizers and loaders on the devices (wrapped for several processes, or TPU replicas).
     model, optimizer, train_loader, eval_loader = backend.prepare(model, optimizer, train_loader, eval_loader)

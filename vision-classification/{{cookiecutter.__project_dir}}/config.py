@@ -5,7 +5,7 @@
     # offline, each class a colour and stripe direction (for tests and demos: a short run learns them).
     dataset: str = "cifar10"
     data_path: str = "./data"
-    image_size: int = 32  # dataset "folder": each image is resized to image_size x image_size
+    image_size: int = 32  # every image is resized to image_size x image_size (CIFAR-10's are 32 x 32)
     batch_size: int = 32  # global batch size, split across processes
     accumulation_steps: int = 1  # batches whose gradients add up before each optimizer step (a larger batch)
     eval_batch_size: int = 64

@@ -21,6 +21,8 @@ MEAN = (0.4914, 0.4822, 0.4465)
 STD = (0.2470, 0.2435, 0.2616)
 IMAGE_SIZE = (3, 32, 32)  # CIFAR-10's and the synthetic images'
 NUM_CLASSES = 10  # CIFAR-10's and the synthetic images' (a folder's are its class folders)
+# A transform of an image (PIL) to the model's input.
+Transform = Callable[[Image.Image], torch.Tensor]
 # Sizes of the synthetic train and eval sets: enough for a few short epochs.
 SYNTHETIC_SIZES = (1024, 256)
 
@@ -36,7 +38,7 @@ class SyntheticImages(Dataset):
 
     classes = [str(label) for label in range(NUM_CLASSES)]
 
-    def __init__(self, size: int, seed: int, transform: Callable[[Image.Image], torch.Tensor]) -> None:
+    def __init__(self, size: int, seed: int, transform: Transform) -> None:
         self.size, self.seed, self.transform = size, seed, transform
         self.y, self.x = torch.meshgrid(torch.arange(32.0), torch.arange(32.0), indexing="ij")
 
@@ -65,12 +67,9 @@ def get_datasets(name: str, data_path: str, image_size: int = 32) -> tuple[Datas
 
     Each has ``classes``: the class names, in the order of the model's outputs.
     """
+    train_transform, eval_transform = image_transforms(image_size)
     if name == "folder":
-        return image_folders(Path(data_path), image_size)
-    train_transform = T.Compose(
-        [T.RandomCrop(32, padding=4), T.RandomHorizontalFlip(), T.ToTensor(), T.Normalize(MEAN, STD)]
-    )
-    eval_transform = T.Compose([T.ToTensor(), T.Normalize(MEAN, STD)])
+        return image_folders(Path(data_path), train_transform, eval_transform)
     if name == "cifar10":
         # Downloaded into data_path unless its files are there (then only their checksums are read).
         with download_advice(name, Path(data_path) / "cifar-10-batches-py"):
@@ -86,15 +85,19 @@ def get_datasets(name: str, data_path: str, image_size: int = 32) -> tuple[Datas
     return train, evaluation
 
 
-def image_folders(root: Path, image_size: int) -> tuple[Dataset, Dataset]:
-    """Your images: ``root/train/<class>/*`` and ``root/val/<class>/*`` (torchvision's ImageFolder layout).
-
-    Any size and mode (each is read as RGB and resized to ``image_size``); the class names are the folders'.
-    """
+def image_transforms(image_size: int) -> tuple[Transform, Transform]:
+    """The train transform (augmented) and the eval one, which predict.py uses too: any image to a tensor of
+    3 x ``image_size`` x ``image_size`` (CIFAR-10's images are 32 x 32 already)."""
     size = (image_size, image_size)
     augment = [T.RandomCrop(size, padding=image_size // 8), T.RandomHorizontalFlip()]
-    train_transform = T.Compose([T.Resize(size), *augment, T.ToTensor(), T.Normalize(MEAN, STD)])
-    eval_transform = T.Compose([T.Resize(size), T.ToTensor(), T.Normalize(MEAN, STD)])
+    train = T.Compose([T.Resize(size), *augment, T.ToTensor(), T.Normalize(MEAN, STD)])
+    evaluation = T.Compose([T.Resize(size), T.ToTensor(), T.Normalize(MEAN, STD)])
+    return train, evaluation
+
+
+def image_folders(root: Path, train_transform: Transform, eval_transform: Transform) -> tuple[Dataset, Dataset]:
+    """Your images: ``root/train/<class>/*`` and ``root/val/<class>/*`` (torchvision's ImageFolder layout), of
+    any size and mode (each is read as RGB); the class names are the folders'."""
     layout = "dataset: folder reads <data_path>/train/<class>/* and <data_path>/val/<class>/*"
     train = image_folder(root / "train", train_transform, layout)
     evaluation = image_folder(root / "val", eval_transform, layout)

@@ -8,6 +8,7 @@ from data import setup_data
 from machinery.backend import Backend
 from machinery.fit import fit
 from machinery.launch import cli, start_run
+from machinery.runs import write_classes
 from metrics import attach_metrics
 from models import setup_model
 from trainers import AccumulatedGradients, setup_evaluator, setup_trainer
@@ -20,6 +21,7 @@ def run(local_rank: int, config: Config) -> None:
     backend = Backend(config)
 
     train_loader, eval_loader, classes = setup_data(config)
+    write_classes(outputs.run_dir, classes)  # beside the models: predict.py names its predictions with them
     model = setup_model(config.model, num_classes=len(classes))
     optimizer = optim.Adam(model.parameters(), lr=config.lr)
     # Models, optimizers and loaders on the devices (wrapped for several processes, or TPU replicas).

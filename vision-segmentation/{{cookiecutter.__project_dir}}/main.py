@@ -4,10 +4,11 @@ from ignite.handlers import PiecewiseLinear
 from torch import optim
 
 from config import Config
-from data import NUM_CLASSES, setup_data
+from data import CLASSES, setup_data
 from machinery.backend import Backend
 from machinery.fit import fit
 from machinery.launch import cli, start_run
+from machinery.runs import write_classes
 from metrics import attach_metrics
 from models import SegmentationLoss, setup_model
 from pictures import PredictionPictures
@@ -21,9 +22,10 @@ def run(local_rank: int, config: Config) -> None:
     backend = Backend(config)
 
     train_loader, eval_loader = setup_data(config)
+    write_classes(outputs.run_dir, CLASSES)  # beside the models: what each output of the model means
     # The same few eval images are drawn with their predicted masks after each epoch.
     samples = [eval_loader.dataset[index] for index in range(config.num_pictures)]
-    network = setup_model(config.model, NUM_CLASSES, config.weights_backbone)
+    network = setup_model(config.model, len(CLASSES), config.weights_backbone)
     optimizer = optim.SGD(network.parameters(), config.lr, momentum=config.momentum, weight_decay=config.weight_decay)
     # Models, optimizers and loaders on the devices (wrapped for several processes, or TPU replicas).
     model, optimizer, train_loader, eval_loader = backend.prepare(network, optimizer, train_loader, eval_loader)

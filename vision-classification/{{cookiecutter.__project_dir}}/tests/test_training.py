@@ -9,9 +9,10 @@ import torch
 from torchvision import transforms as T
 
 from config import Config
-from data import IMAGE_SIZE, NUM_CLASSES, SyntheticImages, get_datasets
+from data import IMAGE_SIZE, NUM_CLASSES, SyntheticImages, get_datasets, image_transforms
 from main import run
 from models import setup_model
+from predict import newest_model, predict
 
 
 def test_synthetic_data_has_the_shapes_of_cifar10(tmp_path: Path) -> None:
@@ -45,3 +46,29 @@ def test_a_short_run_learns_the_synthetic_data(train_for_eval_scores: Callable[.
         max_epochs=2, train_epoch_length=16, batch_size=16, eval_epoch_length=4, eval_batch_size=16
     )
     assert accuracies[-1] >= 0.5, f"eval accuracy per epoch {accuracies}; chance is {1 / NUM_CLASSES:.2f}"
+
+
+def test_predict_gives_each_image_the_class_and_probability_the_trained_model_gives_it(
+    config: Config, tmp_path: Path
+) -> None:
+    """predict.py on image files (synthetic eval images saved as PNG), in batches of 3: each row holds the class
+    name (classes.json) and the probability the newest run's model gives the same image in the evaluation's
+    transform, all in one batch."""
+    run(0, config)
+    checkpoint = newest_model(config.output_dir)
+    paths = [tmp_path / f"{index}.png" for index in range(8)]
+    for index, path in enumerate(paths):
+        SyntheticImages(8, seed=1, transform=lambda image: image)[index][0].save(path)
+    rows = predict(paths, checkpoint, batch_size=3)
+
+    model = setup_model(config.model, num_classes=NUM_CLASSES)
+    saved = torch.load(checkpoint, weights_only=True)
+    model.load_state_dict(saved.get("model", saved))
+    _, transform = image_transforms(config.image_size)
+    inputs = torch.stack([SyntheticImages(8, seed=1, transform=transform)[index][0] for index in range(8)])
+    with torch.inference_mode():
+        expected = model.eval()(inputs).softmax(dim=1)
+    assert [row[0] for row in rows] == [str(path) for path in paths], "one row per image, in order"
+    for (path, label, score), probabilities in zip(rows, expected, strict=True):
+        assert label == str(int(probabilities.argmax())), f"{path}: {label}, the model says {probabilities}"
+        assert score == pytest.approx(float(probabilities.max()), abs=1e-5), f"{path}: probability {score}"

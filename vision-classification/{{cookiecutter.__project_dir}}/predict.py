@@ -1,0 +1,86 @@
+"""Classify images with a trained model: ``python predict.py IMAGE_OR_FOLDER... [--checkpoint PATH] [--output PATH]``.
+
+Writes a CSV of ``input,label,score``: each image, its class (named as in training) and the model's probability
+for it. The model is the newest run's best model (else its newest training checkpoint) unless ``--checkpoint``
+names one; the run directory it is in gives the settings it was trained with and the class names. On the GPU
+if there is one, else on the CPU (a TPU project's models too).
+"""
+
+import csv
+import json
+from argparse import ArgumentParser
+from collections.abc import Sequence
+from pathlib import Path
+
+import torch
+from torchvision.datasets.folder import IMG_EXTENSIONS
+
+from data import image_transforms
+from machinery.files import read_image
+from machinery.runs import CLASSES_FILE
+from machinery.settings import load_config
+from models import logits_of, setup_model
+
+
+def predict(inputs: Sequence[Path], checkpoint: Path, batch_size: int = 64) -> list[tuple[str, str, float]]:
+    """(input, class name, probability) of each image, by the model in ``checkpoint``, in batches."""
+    run_dir = checkpoint.parent
+    config = load_config(run_dir / "config-lock.yaml")
+    classes = json.loads((run_dir / CLASSES_FILE).read_text())
+    model = setup_model(config.model, num_classes=len(classes))
+    saved = torch.load(checkpoint, map_location="cpu", weights_only=True)
+    model.load_state_dict(saved.get("model", saved))  # a training checkpoint holds the model among the rest
+    device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    model.to(device).eval()
+    _, transform = image_transforms(config.image_size)  # the evaluation's
+    rows = []
+    with torch.inference_mode():
+        for start in range(0, len(inputs), batch_size):
+            batch = inputs[start : start + batch_size]
+            images = torch.stack([transform(read_image(str(path))) for path in batch]).to(device)
+            scores, labels = logits_of(model(images)).softmax(dim=1).max(dim=1)
+            named = zip(batch, labels.tolist(), scores.tolist(), strict=True)
+            rows += [(str(path), classes[label], score) for path, label, score in named]
+    return rows
+
+
+def newest_model(output_dir: str) -> Path:
+    """The newest run's best model (by its score), else its newest training checkpoint."""
+    for lock in sorted(Path(output_dir).glob("*/config-lock.yaml"), reverse=True):  # newest run first
+        best = sorted(lock.parent.glob("best_model_*=*.pt"), key=lambda path: float(path.stem.rsplit("=", 1)[1]))
+        saved = sorted(lock.parent.glob("*_checkpoint_*.pt"), key=lambda path: path.stat().st_mtime)
+        if best or saved:
+            return (best or saved)[-1]
+    raise SystemExit(f"No trained model under {output_dir}: train first, or give --checkpoint PATH")
+
+
+def images_in(inputs: Sequence[str]) -> list[Path]:
+    """The image files given, and those in the folders given (in sorted order)."""
+    paths = []
+    for name in map(Path, inputs):
+        if name.is_dir():
+            paths += sorted(path for path in name.rglob("*") if path.suffix.lower() in IMG_EXTENSIONS)
+        elif name.is_file():
+            paths.append(name)
+        else:
+            raise SystemExit(f"{name} is neither an image file nor a folder")
+    return paths
+
+
+def main() -> None:
+    parser = ArgumentParser(description="Classify images with a trained model; write a CSV of the predictions.")
+    parser.add_argument("inputs", nargs="+", help="image files, or folders of images")
+    parser.add_argument("--checkpoint", type=Path, help="a best model or training checkpoint (default: the newest)")
+    parser.add_argument("--output", type=Path, default=Path("predictions.csv"), help="the CSV file to write")
+    args = parser.parse_args()
+    checkpoint = args.checkpoint or newest_model(load_config("config.yaml").output_dir)
+    rows = predict(images_in(args.inputs), checkpoint)
+    with open(args.output, "w", newline="") as f:
+        writer = csv.writer(f)
+        writer.writerow(["input", "label", "score"])
+        writer.writerows((path, label, f"{score:.6f}") for path, label, score in rows)
+    print(f"{len(rows)} predictions of {checkpoint} in {args.output}")
+
+
+if __name__ == "__main__":
+    main()
