@@ -18,7 +18,7 @@ def image_folder(folder: Path, transform: Callable[[Image.Image], Any], layout: 
     try:
         return datasets.ImageFolder(str(folder), transform=transform, loader=read_image)
     except FileNotFoundError as error:  # no sub-folder, or one with no image file
-        raise FileNotFoundError(f"{folder}: {error}") from None
+        raise FileNotFoundError(f"{layout}: {folder}: {error}") from None
 
 
 def read_image(path: str) -> Image.Image:
@@ -35,8 +35,11 @@ def download_advice(name: str, folder: Path) -> Iterator[None]:
     """Turn a failed download of dataset ``name`` into advice: the folder its files go in, and the offline dataset."""
     try:
         yield
-    except (OSError, RuntimeError) as error:  # no network (URLError is an OSError), a corrupt archive
-        raise RuntimeError(
-            f"dataset={name!r}: its files are not in {folder} (or do not match their checksums), and downloading "
-            f"them failed ({error}). Put the files there, or set `dataset: synthetic` to train offline."
-        ) from error
+    except (OSError, RuntimeError) as error:  # no network (URLError is an OSError), a missing or corrupt file
+        if folder.is_dir():
+            problem = f"the files in {folder} are incomplete or do not match their checksums ({error})"
+            fix = "Complete them, or remove the folder to download them again"
+        else:
+            problem, fix = f"its files are not in {folder}, and downloading them failed ({error})", "Put them there"
+        offline = "or set `dataset: synthetic` to train offline"
+        raise RuntimeError(f"dataset={name!r}: {problem}. {fix}, {offline}.") from error

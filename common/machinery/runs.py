@@ -6,7 +6,7 @@ A run that finished is not trained again; one that stopped continues from its ne
 """
 
 import json
-import logging
+import time
 {% if cookiecutter.save_training %}
 import zipfile
 {% endif %}
@@ -14,6 +14,7 @@ from collections.abc import Callable{{ ", Sequence" if flags.eval_metric }}
 from dataclasses import asdict
 from datetime import datetime
 from pathlib import Path
+from traceback import format_exception
 from typing import Any, NamedTuple
 
 import ignite.distributed as idist
@@ -24,12 +25,19 @@ from config import Config
 # Config keys that may differ between a run and the command that continues it: none changes what the
 # iterations already trained would have been. A larger max_epochs trains a finished run longer.
 MAY_CHANGE = ("max_epochs", "log_every_iters", "save_every_iters", "n_saved", "limit_sec", "num_workers")
-# How the run ended: stopped (to continue), finished (preemption.setup_clean_stop), or failed (run_recorded).
+# How the run ended: stopped (to continue), finished (preemption.setup_clean_stop), failed or aborted (record_failure).
 STATUS_FILE = "status.yaml"
 {% if flags.eval_metric %}
 # The class names, in the order of the model's outputs, beside the run's models (write_classes).
 CLASSES_FILE = "classes.json"
 {% endif %}
+
+
+class _Current:
+    """This process's run directory once ``setup_run_dir`` found it, and since when (``record_failure``)."""
+
+    path: Path | None = None
+    since = 0.0
 
 
 class RunDir(NamedTuple):
@@ -47,6 +55,7 @@ def setup_run_dir(config: Config) -> RunDir:
         found = json.dumps(_find_run(config) or _new_run(config))
     # Every process needs the same answer.
     path, checkpoint, finished = json.loads(idist.broadcast(found, src=0))
+    _Current.path, _Current.since = Path(path), time.time()
     return RunDir(Path(path), checkpoint and Path(checkpoint), finished)
 
 
@@ -102,25 +111,36 @@ def write_status(run_dir: Path, **outcome: Any) -> None:
 
 
 def run_recorded(local_rank: int, run: Callable[[int, Config], None], config: Config) -> None:
-    """``run(local_rank, config)``; an error that ends it is logged in ``training.log`` and recorded as failed.
+    """``run(local_rank, config)``; an error that ends it is recorded in the run directory, then raised again.
 
-    The error is raised again: the command fails. Fixed (the data, say), the same command continues the run
-    from its newest checkpoint.
+    {{ "Fixed (the data, say), the same command continues the run from its newest checkpoint." if cookiecutter.save_training else "With no training checkpoints (save_training is off), the same command starts a new run." }}
     """
+    _Current.path = None  # a previous run's, in this process (a notebook, a test)
     try:
         run(local_rank, config)
     except (Exception, KeyboardInterrupt) as error:
-        logger = logging.getLogger("train")
-        # The run directory holds the log file: rank 0's logger (the others have none) once the run started.
-        logs = [Path(handler.baseFilename) for handler in logger.handlers if isinstance(handler, logging.FileHandler)]
-        if logs:
-            message = str(error).strip()
-            # A DataLoader worker's error holds the worker's traceback, whose last line is the error itself.
-            worker = "Original Traceback" in message
-            reason = message.splitlines()[-1] if worker else f"{type(error).__name__}: {message}".splitlines()[0]
-            logger.error("The run failed: %s", reason, exc_info=error)
-            write_status(logs[0].parent, status="failed", reason=reason)
+        if _Current.path is not None:  # else it failed before it had a run directory
+            record_failure(_Current.path, error)
         raise
+
+
+def record_failure(run_dir: Path, error: BaseException) -> None:
+    """Log the error in ``training.log`` with its traceback, and record it in ``status.yaml``: failed, or
+    aborted (a second stop signal). Each process that fails logs its error; status.yaml keeps this command's
+    first (the others' often follow from it: a peer gone from a collective)."""
+    message = str(error).strip()
+    # A DataLoader worker's error holds the worker's traceback, whose last line is the error itself.
+    worker = "Original Traceback" in message
+    reason = message.splitlines()[-1] if worker else f"{type(error).__name__}: {message}".splitlines()[0]
+    status = "aborted" if isinstance(error, KeyboardInterrupt) else "failed"
+    process = f" in process {idist.get_rank()}" if idist.get_world_size() > 1 else ""
+    stamp = datetime.now().strftime("%Y-%m-%d %H:%M:%S")
+    with open(run_dir / "training.log", "a") as log:  # not the console: Python prints the traceback there
+        log.write(f"{stamp} train ERROR: The run {status}{process}: {reason}\n{''.join(format_exception(error))}")
+    path = run_dir / STATUS_FILE
+    earlier = yaml.safe_load(path.read_text()) if path.is_file() and path.stat().st_mtime >= _Current.since else None
+    if (earlier or {}).get("status") not in ("failed", "aborted"):
+        write_status(run_dir, status=status, reason=reason)
 
 
 def _lock_config(run_dir: Path, config: Config) -> None:

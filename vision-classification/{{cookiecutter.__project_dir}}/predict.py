@@ -25,6 +25,9 @@ from models import logits_of, setup_model
 def predict(inputs: Sequence[Path], checkpoint: Path, batch_size: int = 64) -> list[tuple[str, str, float]]:
     """(input, class name, probability) of each image, by the model in ``checkpoint``, in batches."""
     run_dir = checkpoint.parent
+    missing = [name for name in ("config-lock.yaml", CLASSES_FILE) if not (run_dir / name).is_file()]
+    if missing:
+        raise SystemExit(f"{checkpoint} must be in its run directory, beside {' and '.join(missing)}")
     config = load_config(run_dir / "config-lock.yaml")
     classes = json.loads((run_dir / CLASSES_FILE).read_text())
     model = setup_model(config.model, num_classes=len(classes))

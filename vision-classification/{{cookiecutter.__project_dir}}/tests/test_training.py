@@ -1,3 +1,4 @@
+{% import "flags.j2" as flags with context %}
 """Fast checks of the data, the model and short training runs, on CPU with synthetic data."""
 
 from collections.abc import Callable
@@ -9,10 +10,12 @@ import torch
 from torchvision import transforms as T
 
 from config import Config
-from data import IMAGE_SIZE, NUM_CLASSES, SyntheticImages, get_datasets, image_transforms
+from data import IMAGE_SIZE, NUM_CLASSES, SyntheticImages, get_datasets{{ ", image_transforms" if flags.save_checkpoints }}
 from main import run
 from models import setup_model
+{% if flags.save_checkpoints %}
 from predict import newest_model, predict
+{% endif %}
 
 
 def test_synthetic_data_has_the_shapes_of_cifar10(tmp_path: Path) -> None:
@@ -46,6 +49,7 @@ def test_a_short_run_learns_the_synthetic_data(train_for_eval_scores: Callable[.
         max_epochs=2, train_epoch_length=16, batch_size=16, eval_epoch_length=4, eval_batch_size=16
     )
     assert accuracies[-1] >= 0.5, f"eval accuracy per epoch {accuracies}; chance is {1 / NUM_CLASSES:.2f}"
+{% if flags.save_checkpoints %}
 
 
 def test_predict_gives_each_image_the_class_and_probability_the_trained_model_gives_it(
@@ -72,3 +76,4 @@ def test_predict_gives_each_image_the_class_and_probability_the_trained_model_gi
     for (path, label, score), probabilities in zip(rows, expected, strict=True):
         assert label == str(int(probabilities.argmax())), f"{path}: {label}, the model says {probabilities}"
         assert score == pytest.approx(float(probabilities.max()), abs=1e-5), f"{path}: probability {score}"
+{% endif %}
