@@ -130,7 +130,8 @@ def test_early_stopping_ends_training_after_patience_epochs_without_improvement(
     # A flat eval accuracy: a learning rate of 0 leaves the weights as they are, and squeezenet has no batch
     # norm whose running statistics (updated by every training step) would change the eval outputs. Epoch 2
     # is then no better than epoch 1 (ignite counts a score <= the best as no improvement).
-    make_offline(project, model="squeezenet1_1", lr=0.0, max_epochs=5)
+    # squeezenet's pooling needs images of more than 16 pixels (OFFLINE's image_size, small for the GAN).
+    make_offline(project, model="squeezenet1_1", lr=0.0, max_epochs=5, image_size=32)
     log = train_to_a_stop(project)
     accuracies = [line["accuracy"] for line in log["evals"]]
     assert len(accuracies) == 2 and len(set(accuracies)) == 1, f"patience 1 stops after epoch 2 of 5: {accuracies}"

@@ -1,21 +1,21 @@
-{% import "flags.j2" as flags with context %}
 """Fast checks of the data, the model and short training runs, on CPU with synthetic data."""
 
 from collections.abc import Callable
+from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
 import pytest
 import torch
+import yaml
 from torchvision import transforms as T
 
 from config import Config
-from data import IMAGE_SIZE, NUM_CLASSES, SyntheticImages, get_datasets{{ ", image_transforms" if flags.save_checkpoints }}
+from data import IMAGE_SIZE, NUM_CLASSES, SyntheticImages, get_datasets, image_transforms
+from machinery.runs import write_classes
 from main import run
 from models import setup_model
-{% if flags.save_checkpoints %}
 from predict import newest_model, predict
-{% endif %}
 
 
 def test_synthetic_data_has_the_shapes_of_cifar10(tmp_path: Path) -> None:
@@ -49,31 +49,31 @@ def test_a_short_run_learns_the_synthetic_data(train_for_eval_scores: Callable[.
         max_epochs=2, train_epoch_length=16, batch_size=16, eval_epoch_length=4, eval_batch_size=16
     )
     assert accuracies[-1] >= 0.5, f"eval accuracy per epoch {accuracies}; chance is {1 / NUM_CLASSES:.2f}"
-{% if flags.save_checkpoints %}
 
 
-def test_predict_gives_each_image_the_class_and_probability_the_trained_model_gives_it(
-    config: Config, tmp_path: Path
-) -> None:
-    """predict.py on image files (synthetic eval images saved as PNG), in batches of 3: each row holds the class
-    name (classes.json) and the probability the newest run's model gives the same image in the evaluation's
-    transform, all in one batch."""
-    run(0, config)
+def test_predict_gives_each_image_the_class_and_probability_its_model_gives_it(config: Config, tmp_path: Path) -> None:
+    """predict.py on image files (synthetic eval images saved as PNG), in batches of 3, with the newest run's
+    best model: each row holds the class name (classes.json) and the probability the model gives the same
+    image in the evaluation's transform, all in one batch. (The model is saved as a run saves it, untrained.)"""
+    run_dir = Path(config.output_dir) / "20260101-000000-single"
+    run_dir.mkdir(parents=True)
+    (run_dir / "config-lock.yaml").write_text(yaml.safe_dump(asdict(config)))
+    write_classes(run_dir, [f"class {label}" for label in range(NUM_CLASSES)])
+    model = setup_model(config.model, num_classes=NUM_CLASSES).eval()
+    torch.save(model.state_dict(), run_dir / "best_model_1_accuracy=0.5000.pt")
+    torch.save({"model": model.state_dict()}, run_dir / "training_checkpoint_4.pt")
     checkpoint = newest_model(config.output_dir)
+    assert checkpoint.name == "best_model_1_accuracy=0.5000.pt", "a run's best model comes before its checkpoints"
     paths = [tmp_path / f"{index}.png" for index in range(8)]
     for index, path in enumerate(paths):
         SyntheticImages(8, seed=1, transform=lambda image: image)[index][0].save(path)
     rows = predict(paths, checkpoint, batch_size=3)
 
-    model = setup_model(config.model, num_classes=NUM_CLASSES)
-    saved = torch.load(checkpoint, weights_only=True)
-    model.load_state_dict(saved.get("model", saved))
     _, transform = image_transforms(config.image_size)
     inputs = torch.stack([SyntheticImages(8, seed=1, transform=transform)[index][0] for index in range(8)])
     with torch.inference_mode():
-        expected = model.eval()(inputs).softmax(dim=1)
+        expected = model(inputs).softmax(dim=1)
     assert [row[0] for row in rows] == [str(path) for path in paths], "one row per image, in order"
     for (path, label, score), probabilities in zip(rows, expected, strict=True):
-        assert label == str(int(probabilities.argmax())), f"{path}: {label}, the model says {probabilities}"
+        assert label == f"class {int(probabilities.argmax())}", f"{path}: {label}, the model says {probabilities}"
         assert score == pytest.approx(float(probabilities.max()), abs=1e-5), f"{path}: probability {score}"
-{% endif %}
