@@ -219,8 +219,8 @@ def text_hand_written(config: "Config", iterations: int) -> tuple[float, float]:
 
     seed_everything(config.seed)
     tokenizer = data.setup_tokenizer(config)
-    loader, _ = data.setup_data(config, tokenizer)
-    model = models.setup_model(config, vocab_size=len(tokenizer), num_classes=data.NUM_CLASSES)
+    loader, _, classes = data.setup_data(config, tokenizer)
+    model = models.setup_model(config, vocab_size=len(tokenizer), num_classes=len(classes))
     optimizer = torch.optim.AdamW(main.parameter_groups(model, config.weight_decay), lr=config.lr)
     warmup_steps = round(config.warmup_ratio * config.max_epochs * config.train_epoch_length)
     return supervised_loop(
@@ -241,8 +241,8 @@ def segmentation_hand_written(config: "Config", iterations: int) -> tuple[float,
     import models
 
     seed_everything(config.seed)
-    loader, _ = data.setup_data(config)
-    model = models.setup_model(config.model, data.NUM_CLASSES, config.weights_backbone)
+    loader, _, classes = data.setup_data(config)
+    model = models.setup_model(config.model, len(classes), config.weights_backbone)
     optimizer = torch.optim.SGD(
         model.parameters(), lr=config.lr, momentum=config.momentum, weight_decay=config.weight_decay
     )

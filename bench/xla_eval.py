@@ -128,7 +128,7 @@ def naive(eval_batches: int) -> dict:
     torch.manual_seed(0)
     if hasattr(data, "setup_tokenizer"):
         tokenizer = data.setup_tokenizer(config)
-        _, evaluation = data.get_datasets(config, tokenizer)
+        _, evaluation, _ = data.get_datasets(config, tokenizer)
         model = models.setup_model(config, vocab_size=len(tokenizer), num_classes=data.NUM_CLASSES)
     else:
         _, evaluation = data.get_datasets("synthetic", "data")
@@ -156,7 +156,7 @@ def naive(eval_batches: int) -> dict:
     return {"seconds": seconds, "transfers": transfers, "later_compilations": [c for _, c, _ in timings[1:]]}
 
 
-def argmax_to_cpu_metrics(evaluator, loss_fn) -> None:
+def argmax_to_cpu_metrics(evaluator, loss_fn, classes=None) -> None:
     """metrics.attach_metrics with the other design: each batch's predicted masks sent to ignite's metrics on
     the CPU (ConfusionMatrix, mIoU, cmAccuracy, IoU, as the GPU projects attach them).
 
@@ -227,7 +227,7 @@ def segmentation_naive(eval_batches: int) -> list[tuple[float, int, int]]:
     config = config_for(eval_batches)
     device = xm.xla_device()
     torch.manual_seed(0)
-    _, evaluation = data.get_datasets("synthetic", "data", config.crop_size)
+    _, evaluation, _ = data.get_datasets("synthetic", "data", config.crop_size)
     model = models.setup_model(config.model, data.NUM_CLASSES).to(device).eval()
     loader = DataLoader(evaluation, batch_size=config.eval_batch_size)
     matrix = ConfusionMatrix(data.NUM_CLASSES, device="cpu")

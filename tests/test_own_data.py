@@ -291,3 +291,150 @@ def test_voc_on_disk_trains_with_no_download_and_a_wrong_mask_is_named(bake, tmp
         assert errors.get(case), f"{case}: accepted, with no error"
         missing = [part for part in parts if part not in errors[case]]
         assert not missing, f"{case}: the error lacks {missing}: {errors[case]}"
+
+
+# Run in a text project (argv: a folder): a tiny BERT and its tokenizer saved as a Hugging Face model folder
+# (model/), read with from_pretrained as a Hub model is; three classes of reviews as your files (a JSON Lines
+# train split, a CSV test split, with columns of other names than the defaults); and the synthetic reviews as
+# a dataset folder of Parquet files whose label column is a ClassLabel of its own names (hub/).
+WRITE_TEXTS = """
+import json, sys
+from pathlib import Path
+from datasets import ClassLabel
+from transformers import BertConfig, BertModel
+from config import Config
+from data import FILLER, SENTIMENT, setup_tokenizer, synthetic_reviews
+from models import TINY_ENCODER
+import random
+
+root = Path(sys.argv[1])
+tokenizer = setup_tokenizer(Config(dataset="synthetic"))
+tokenizer.save_pretrained(root / "model")
+BertModel(BertConfig(vocab_size=len(tokenizer), max_position_embeddings=32, **TINY_ENCODER)).save_pretrained(root / "model")
+rng = random.Random(0)
+for split, size in (("train", 240), ("test", 60)):
+    rows = []
+    for _ in range(size):
+        label = rng.choice(["negative", "neutral", "positive"])
+        words = rng.choices(FILLER, k=12)
+        if label != "neutral":
+            words += rng.choices(SENTIMENT[label == "positive"], k=3)
+        rng.shuffle(words)
+        rows.append({"review": " ".join(words), "sentiment": label})
+    if split == "train":
+        (root / "files" / "train.jsonl").parent.mkdir(parents=True)
+        (root / "files" / "train.jsonl").write_text("".join(json.dumps(row) + "\\n" for row in rows))
+    else:
+        import csv
+        with open(root / "files" / "test.csv", "w", newline="") as f:
+            writer = csv.DictWriter(f, ["review", "sentiment"])
+            writer.writeheader()
+            writer.writerows(rows)
+for split, seed in (("train", 0), ("test", 1)):
+    reviews = synthetic_reviews(16, seed, max_words=20).cast_column("label", ClassLabel(names=["bad", "good"]))
+    reviews.to_parquet(root / "hub" / f"{split}.parquet")
+"""
+TEXT_RUN = {
+    "dataset": "files", "text_column": "review", "label_column": "sentiment", "max_length": 32, "lr": 0.003,
+    "dropout": 0.0, "batch_size": 16, "eval_batch_size": 30, "train_epoch_length": None, "eval_epoch_length": None,
+}  # fmt: skip
+
+
+def test_text_files_train_one_output_per_label_and_learn_and_predict_py_agrees(bake, tmp_path) -> None:
+    """``dataset: files``: JSON Lines and CSV splits, their text and label columns named in the config, labels
+    given as names; the classes are the distinct labels (3), the model gets an output each, and the encoder and
+    tokenizer come from a model folder through from_pretrained, as from the Hub. Chance is 0.33. Then
+    predict.py classifies the test file as the best evaluation did."""
+    project = bake("text-classification")
+    run_cmd([PYTHON, "-c", WRITE_TEXTS, str(tmp_path)], cwd=project)
+    make_offline(project, data_path=str(tmp_path / "files"), model=str(tmp_path / "model"), num_workers=2, **TEXT_RUN)
+    train(project)
+    (run_dir,) = run_dirs(project)
+    log = read_log(run_dir)
+    assert log["iterations"][-1] == 2 * 240 // 16, f"two epochs of the 240 training texts:\n{log['text']}"
+    assert float(log["evals"][-1]["accuracy"]) >= 0.6, f"eval accuracy per epoch {log['evals']}; chance is 0.33"
+    assert json.loads((run_dir / "classes.json").read_text()) == ["negative", "neutral", "positive"]
+    checkpoint = sorted(run_dir.glob("training_checkpoint_*.pt"))[-1]
+    head = torch.load(checkpoint, map_location="cpu", weights_only=True)["model"]["classifier.1.weight"]
+    assert head.shape[0] == 3, f"the model has {head.shape[0]} outputs: it must have one per label (3)"
+
+    test_file = tmp_path / "files" / "test.csv"
+    run_cmd([PYTHON, "predict.py", str(test_file), "--text", "a great film", "--output", "test.csv"], cwd=project)
+    with open(project / "test.csv") as f:
+        rows = list(csv.DictReader(f))
+    with open(test_file) as f:
+        truth = list(csv.DictReader(f))
+    assert [row["input"] for row in rows] == [row["review"] for row in truth] + ["a great film"], "a row per text"
+    right = sum(row["label"] == given["sentiment"] for row, given in zip(rows, truth)) / len(truth)
+    best = max(float(line["accuracy"]) for line in log["evals"])
+    assert right == pytest.approx(best), f"predict.py got {right:.4f} of the test file right, the best evaluation {best}"
+
+
+# Run in a text project: each bad dataset (argv: the folder WRITE_TEXTS wrote), read through get_datasets; prints
+# each case's error, and the classes of the Parquet dataset folder read by name.
+BAD_TEXTS = """
+import json, shutil, sys
+from dataclasses import replace
+from pathlib import Path
+from config import Config
+from data import get_datasets, setup_tokenizer
+
+root = Path(sys.argv[1])
+files = root / "files"
+config = Config(dataset="files", data_path=str(files), text_column="review", label_column="sentiment", max_length=32)
+tokenizer = setup_tokenizer(replace(config, model=str(root / "model")))
+test_csv = (files / "test.csv").read_text()
+cases = {
+    "no test file": lambda: (files / "test.csv").unlink(),
+    "two test files": lambda: (files / "test.parquet").write_bytes(b"not Parquet"),
+    "an unreadable file": lambda: ((files / "test.csv").unlink(), (files / "test.parquet").write_bytes(b"not Parquet")),
+    "no label column": lambda: (files / "test.csv").write_text(test_csv.replace("sentiment", "mood")),
+    "a label no class has": lambda: (files / "test.csv").write_text(test_csv.replace(",neutral", ",meh", 1)),
+    "a row with no text": lambda: (files / "test.csv").write_text(test_csv.replace("\\n", "\\n,neutral\\n", 1)),
+}
+errors = {}
+for case, change in cases.items():
+    change()
+    try:
+        get_datasets(config, tokenizer)
+        errors[case] = None
+    except (ValueError, FileNotFoundError, RuntimeError) as error:
+        errors[case] = str(error)
+    for path in files.glob("test.*"):
+        path.unlink()
+    (files / "test.csv").write_text(test_csv)
+hub = replace(config, dataset=str(root / "hub"), text_column="text", label_column="label", data_path=str(root / "cache"))
+errors["classes of a dataset by name"] = get_datasets(hub, tokenizer)[2]
+for case, settings in {"a split it has not": {"eval_split": "validation"}, "not on the Hub": {"dataset": "no/such"}}.items():
+    try:
+        get_datasets(replace(hub, **settings), tokenizer)
+        errors[case] = None
+    except (ValueError, RuntimeError) as error:
+        errors[case] = str(error)
+print(json.dumps(errors))
+"""
+
+
+def test_bad_text_data_is_refused_before_training_naming_the_file_and_row(bake, tmp_path) -> None:
+    """Each rule of the README's "Train on your data", broken one at a time, gives an error that names the file
+    (or split) and the row; a dataset by name whose labels have names (a ClassLabel) gives those as the classes."""
+    project = bake("text-classification")
+    run_cmd([PYTHON, "-c", WRITE_TEXTS, str(tmp_path)], cwd=project)
+    proc = run_cmd([PYTHON, "-c", BAD_TEXTS, str(tmp_path)], cwd=project, env=NO_NETWORK)
+    errors = json.loads(proc.stdout.splitlines()[-1])
+    files = tmp_path / "files"
+    assert errors.pop("classes of a dataset by name") == ["bad", "good"], "a ClassLabel's names are the classes"
+    expected = {
+        "no test file": [str(files), "test.csv, test.jsonl, test.json, test.parquet (none)"],
+        "two test files": [str(files), "2 of them: ['test.csv', 'test.parquet']"],
+        "an unreadable file": [f"cannot read {files / 'test.parquet'} as parquet"],
+        "no label column": [str(files / "test.csv"), "no column 'sentiment' (label_column)", "'mood'"],
+        "a label no class has": [str(files / "test.csv"), "label 'meh' is not one of the classes"],
+        "a row with no text": [str(files / "test.csv"), "row 1: 'review' holds None, not a text"],
+        "a split it has not": ["eval_split='validation'", "its splits are ['train', 'test']"],
+        "not on the Hub": ["dataset='no/such' could not be loaded", "set `dataset: synthetic` to train offline"],
+    }
+    for case, parts in expected.items():
+        assert errors.get(case), f"{case}: accepted, with no error"
+        missing = [part for part in parts if part not in errors[case]]
+        assert not missing, f"{case}: the error lacks {missing}: {errors[case]}"

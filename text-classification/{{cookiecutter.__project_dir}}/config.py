@@ -1,10 +1,16 @@
 {% include "config/docstring.py" %}
 
-    # Data: "imdb" downloads the IMDB reviews into data_path, and the model and its tokenizer from the
-    # Hugging Face Hub; "synthetic" makes random reviews, a tokenizer and a tiny randomly initialised
-    # encoder offline (for tests and demos: `model` is then not used).
+    # Data: "imdb" (the IMDB reviews), or any Hugging Face dataset by name, downloaded into data_path;
+    # "files": your CSV, JSON Lines or Parquet files, <data_path>/<train_split>.csv (or .jsonl, .json,
+    # .parquet) and the same for eval_split; "synthetic" makes random reviews, a tokenizer and a tiny
+    # randomly initialised encoder offline (for tests and demos: `model` is then not used).
+    # The classes come from the train split's labels (their names, if the dataset has them).
     dataset: str = "imdb"
     data_path: str = "./data"
+    train_split: str = "train"
+    eval_split: str = "test"
+    text_column: str = "text"
+    label_column: str = "label"  # class names or numbers
     max_length: int = 256  # tokens per text: shorter texts are padded, longer ones truncated (fixed shapes)
     batch_size: int = 32  # global batch size, split across processes
     accumulation_steps: int = 1  # batches whose gradients add up before each optimizer step (a larger batch)

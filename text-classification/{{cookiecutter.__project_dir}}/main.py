@@ -4,7 +4,7 @@ from ignite.handlers import PiecewiseLinear
 from torch import nn, optim
 
 from config import Config
-from data import CLASSES, setup_data, setup_tokenizer
+from data import setup_data, setup_tokenizer
 from machinery.backend import Backend
 from machinery.fit import fit
 from machinery.launch import cli, start_run
@@ -30,9 +30,9 @@ def run(local_rank: int, config: Config) -> None:
     backend = Backend(config)
 
     tokenizer = setup_tokenizer(config)
-    train_loader, eval_loader = setup_data(config, tokenizer)
-    write_classes(outputs.run_dir, CLASSES)  # beside the models: what each output of the model means
-    model = setup_model(config, vocab_size=len(tokenizer), num_classes=len(CLASSES))
+    train_loader, eval_loader, classes = setup_data(config, tokenizer)
+    write_classes(outputs.run_dir, classes)  # beside the models: what each output of the model means
+    model = setup_model(config, vocab_size=len(tokenizer), num_classes=len(classes))
     optimizer = optim.AdamW(parameter_groups(model, config.weight_decay), lr=config.lr)
     # Models, optimizers and loaders on the devices (wrapped for several processes, or TPU replicas).
     model, optimizer, train_loader, eval_loader = backend.prepare(model, optimizer, train_loader, eval_loader)

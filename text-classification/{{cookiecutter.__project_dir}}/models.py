@@ -3,9 +3,10 @@
 import ignite.distributed as idist
 import torch
 from torch import nn
-from transformers import AutoModel, BertConfig, BertModel, PreTrainedModel
+from transformers import AutoConfig, AutoModel, BertConfig, BertModel, PreTrainedModel
 
 from config import Config
+from data import hub_advice
 
 # A tiny BERT for synthetic data: the real code path, at a few seconds per epoch on a CPU.
 TINY_ENCODER = {"hidden_size": 32, "num_hidden_layers": 2, "num_attention_heads": 2, "intermediate_size": 64}
@@ -37,14 +38,18 @@ class TextClassifier(nn.Module):
         return self.classifier(hidden_states[:, 0])
 
 
-def setup_model(config: Config, vocab_size: int, num_classes: int) -> TextClassifier:
-    """The pretrained encoder named by ``config.model`` (a tiny random one for synthetic data) and a new classifier."""
+def setup_model(config: Config, vocab_size: int, num_classes: int, pretrained: bool = True) -> TextClassifier:
+    """The pretrained encoder named by ``config.model`` (a tiny random one for synthetic data) and a new
+    classifier; with ``pretrained=False`` the encoder's weights are left random, for a checkpoint to fill."""
     if config.dataset == "synthetic":
         tiny = BertConfig(vocab_size=vocab_size, max_position_embeddings=config.max_length, **TINY_ENCODER)
         encoder = BertModel(tiny)
+    elif not pretrained:
+        with hub_advice("model", config.model):
+            encoder = AutoModel.from_config(AutoConfig.from_pretrained(config.model))
     else:
         # The first process on each node downloads; the others wait, then read the cache.
-        with idist.one_rank_first(local=True):
+        with idist.one_rank_first(local=True), hub_advice("model", config.model):
             encoder = AutoModel.from_pretrained(config.model)
     return TextClassifier(encoder, num_classes, config.dropout, config.classifier_hidden)
 

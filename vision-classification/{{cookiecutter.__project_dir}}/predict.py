@@ -6,8 +6,6 @@ names one; the run directory it is in gives the settings it was trained with and
 if there is one, else on the CPU (a TPU project's models too).
 """
 
-import csv
-import json
 from argparse import ArgumentParser
 from collections.abc import Sequence
 from pathlib import Path
@@ -17,23 +15,17 @@ from torchvision.datasets.folder import IMG_EXTENSIONS
 
 from data import image_transforms
 from machinery.files import read_image
-from machinery.runs import CLASSES_FILE
 from machinery.settings import load_config
+from machinery.trained import inference_device, load_trained, newest_model, write_predictions
 from models import logits_of, setup_model
 
 
 def predict(inputs: Sequence[Path], checkpoint: Path, batch_size: int = 64) -> list[tuple[str, str, float]]:
     """(input, class name, probability) of each image, by the model in ``checkpoint``, in batches."""
-    run_dir = checkpoint.parent
-    missing = [name for name in ("config-lock.yaml", CLASSES_FILE) if not (run_dir / name).is_file()]
-    if missing:
-        raise SystemExit(f"{checkpoint} must be in its run directory, beside {' and '.join(missing)}")
-    config = load_config(run_dir / "config-lock.yaml")
-    classes = json.loads((run_dir / CLASSES_FILE).read_text())
+    config, classes, weights = load_trained(checkpoint)
     model = setup_model(config.model, num_classes=len(classes))
-    saved = torch.load(checkpoint, map_location="cpu", weights_only=True)
-    model.load_state_dict(saved.get("model", saved))  # a training checkpoint holds the model among the rest
-    device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    model.load_state_dict(weights)
+    device = inference_device()
     model.to(device).eval()
     _, transform = image_transforms(config.image_size)  # the evaluation's
     rows = []
@@ -45,16 +37,6 @@ def predict(inputs: Sequence[Path], checkpoint: Path, batch_size: int = 64) -> l
             named = zip(batch, labels.tolist(), scores.tolist(), strict=True)
             rows += [(str(path), classes[label], score) for path, label, score in named]
     return rows
-
-
-def newest_model(output_dir: str) -> Path:
-    """The newest run's best model (by its score), else its newest training checkpoint."""
-    for lock in sorted(Path(output_dir).glob("*/config-lock.yaml"), reverse=True):  # newest run first
-        best = sorted(lock.parent.glob("best_model_*=*.pt"), key=lambda path: float(path.stem.rsplit("=", 1)[1]))
-        saved = sorted(lock.parent.glob("*_checkpoint_*.pt"), key=lambda path: path.stat().st_mtime)
-        if best or saved:
-            return (best or saved)[-1]
-    raise SystemExit(f"No trained model under {output_dir}: train first, or give --checkpoint PATH")
 
 
 def images_in(inputs: Sequence[str]) -> list[Path]:
@@ -78,10 +60,7 @@ def main() -> None:
     args = parser.parse_args()
     checkpoint = args.checkpoint or newest_model(load_config("config.yaml").output_dir)
     rows = predict(images_in(args.inputs), checkpoint)
-    with open(args.output, "w", newline="") as f:
-        writer = csv.writer(f)
-        writer.writerow(["input", "label", "score"])
-        writer.writerows((path, label, f"{score:.6f}") for path, label, score in rows)
+    write_predictions(rows, args.output)
     print(f"{len(rows)} predictions of {checkpoint} in {args.output}")
 
 

@@ -1,23 +1,28 @@
 """Fast checks of the data, the model and short training runs, on CPU with synthetic data (offline)."""
 
 from collections.abc import Callable
-from dataclasses import replace
+from dataclasses import asdict, replace
 from pathlib import Path
 from typing import Any
 
 import pytest
 import torch
+import yaml
 from datasets import DatasetDict
 
 import data
 from config import Config
-from data import NUM_CLASSES, get_datasets, setup_tokenizer, synthetic_reviews
+from data import CLASSES, NUM_CLASSES, get_datasets, setup_tokenizer, synthetic_reviews
+from machinery.runs import write_classes
+from machinery.trained import newest_model
 from main import run
 from models import setup_model
+from predict import predict, texts_in
 
 
 def test_every_synthetic_review_is_padded_to_max_length(config: Config) -> None:
-    train, evaluation = get_datasets(config, setup_tokenizer(config))
+    train, evaluation, classes = get_datasets(config, setup_tokenizer(config))
+    assert classes == CLASSES
     everything = train[:]
     # One shape for every batch (one XLA compilation), whatever the length of the texts.
     assert everything["input_ids"].shape == everything["attention_mask"].shape == (len(train), config.max_length)
@@ -35,8 +40,9 @@ def test_imdb_path_tokenizes_the_splits_it_loads(config: Config, monkeypatch: py
 
     monkeypatch.setattr(data, "load_dataset", load_dataset)
     imdb = replace(config, dataset="imdb")
-    train, evaluation = get_datasets(imdb, setup_tokenizer(config))
+    train, evaluation, classes = get_datasets(imdb, setup_tokenizer(config))
     assert (len(train), len(evaluation)) == (8, 4)
+    assert classes == CLASSES, "the classes are the dataset's label names"
     assert tuple(train[0]["input_ids"].shape) == (config.max_length,)
 
 
@@ -71,3 +77,30 @@ def test_a_short_run_learns_the_synthetic_data(train_for_eval_scores: Callable[.
         dropout=0.0,
     )
     assert accuracies[-1] >= 0.8, f"eval accuracy per epoch {accuracies}; chance is {1 / NUM_CLASSES:.2f}"
+
+
+def test_predict_gives_each_text_the_class_and_probability_its_model_gives_it(config: Config, tmp_path: Path) -> None:
+    """predict.py on a .txt file (a text a line) and a CSV file (its text column), in batches of 4, with the newest
+    run's best model: each row holds the text, the class name (classes.json) and the probability the model gives
+    the same text, padded as in training, all in one batch. (The model is saved as a run saves it, untrained.)"""
+    run_dir = Path(config.output_dir) / "20260101-000000-single"
+    run_dir.mkdir(parents=True)
+    (run_dir / "config-lock.yaml").write_text(yaml.safe_dump(asdict(config)))
+    write_classes(run_dir, ["bad", "good"])
+    tokenizer = setup_tokenizer(config)
+    model = setup_model(config, vocab_size=len(tokenizer), num_classes=2).eval()
+    torch.save(model.state_dict(), run_dir / "best_model_1_accuracy=0.5000.pt")
+    reviews = synthetic_reviews(6, seed=1, max_words=config.max_length - 2)
+    (tmp_path / "reviews.txt").write_text("".join(f"{text}\n\n" for text in reviews["text"][:3]))
+    reviews.select(range(3, 6)).to_csv(tmp_path / "reviews.csv")
+    texts = texts_in([str(tmp_path / "reviews.txt"), str(tmp_path / "reviews.csv")], "text")
+    assert texts == reviews["text"], "the .txt file's lines (not its empty ones), then the CSV's text column"
+    rows = predict(texts, newest_model(config.output_dir), batch_size=4)
+
+    tokens = tokenizer(texts, padding="max_length", truncation=True, max_length=config.max_length, return_tensors="pt")
+    with torch.inference_mode():
+        expected = model(tokens["input_ids"], tokens["attention_mask"]).softmax(dim=1)
+    assert [row[0] for row in rows] == texts, "one row per text, in order"
+    for (text, label, score), probabilities in zip(rows, expected, strict=True):
+        assert label == ["bad", "good"][int(probabilities.argmax())], f"{text}: {label}, the model says {probabilities}"
+        assert score == pytest.approx(float(probabilities.max()), abs=1e-5), f"{text}: probability {score}"

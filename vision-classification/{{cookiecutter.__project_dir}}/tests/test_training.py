@@ -13,9 +13,10 @@ from torchvision import transforms as T
 from config import Config
 from data import IMAGE_SIZE, NUM_CLASSES, SyntheticImages, get_datasets, image_transforms
 from machinery.runs import write_classes
+from machinery.trained import newest_model
 from main import run
 from models import setup_model
-from predict import newest_model, predict
+from predict import predict
 
 
 def test_synthetic_data_has_the_shapes_of_cifar10(tmp_path: Path) -> None:
