@@ -50,9 +50,13 @@ def checked_config(values: dict[str, Any], source: str) -> Config:
 
 
 def _is(value: Any, kind: Any) -> bool:
-    """Whether ``value`` is of type ``kind`` (an int is a float too; a bool is not a number)."""
+    """Whether ``value`` is of type ``kind`` (an int is a float too; a bool is not a number; a ``list[str]``
+    is a list of strings)."""
     if isinstance(kind, types.UnionType):
         return any(_is(value, option) for option in typing.get_args(kind))
+    if typing.get_origin(kind) is list:
+        (item,) = typing.get_args(kind)
+        return isinstance(value, list) and all(_is(element, item) for element in value)
     if kind is float:
         return isinstance(value, int | float) and not isinstance(value, bool)
     if kind is int:
@@ -64,4 +68,6 @@ def _name(kind: Any) -> str:
     """``int``, ``str or None``, ...: a type as the error message says it."""
     if isinstance(kind, types.UnionType):
         return " or ".join(_name(option) for option in typing.get_args(kind))
+    if typing.get_origin(kind) is list:
+        return f"a list of {_name(typing.get_args(kind)[0])}"
     return "None" if kind is type(None) else kind.__name__
