@@ -2,10 +2,12 @@
 
     # Data: "voc" downloads Pascal VOC 2012 (segmentation: 21 classes) into data_path; "synthetic" makes
     # scenes of the same shapes offline, coloured shapes of the 20 object classes on a grey background
-    # (for tests and demos: a short run learns them). Images and masks are cropped (or padded) to
-    # crop_size x crop_size: one shape for every batch.
+    # (for tests and demos: a short run learns them); "folder" reads your images and masks in data_path
+    # (train/images, train/masks, val/images, val/masks: see the README). Images and masks are cropped
+    # (or padded) to crop_size x crop_size: one shape for every batch.
     dataset: str = "voc"
     data_path: str = "./data"
+    classes: list[str] | None = None  # folder: class names by label (0, 1, ...); null: class_0... up to the top label
     crop_size: int = 512
     batch_size: int = 16  # global batch size, split across processes
     accumulation_steps: int = 1  # batches whose gradients add up before each optimizer step (a larger batch)

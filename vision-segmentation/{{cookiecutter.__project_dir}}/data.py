@@ -1,4 +1,5 @@
-"""Datasets and data loaders: Pascal VOC 2012 segmentation, or offline synthetic scenes of the same shapes."""
+"""Datasets and data loaders: Pascal VOC 2012 segmentation, your folder of images and masks, or offline synthetic
+scenes of VOC's shapes."""
 
 import colorsys
 from functools import partial
@@ -9,6 +10,7 @@ import torch
 from PIL import Image, ImageDraw
 from torch.utils.data import DataLoader, Dataset
 from torchvision import datasets, tv_tensors
+from torchvision.datasets.folder import IMG_EXTENSIONS
 from torchvision.transforms import v2
 from torchvision.transforms.v2 import functional as F
 
@@ -20,7 +22,7 @@ CLASSES = (
     "background", "aeroplane", "bicycle", "bird", "boat", "bottle", "bus", "car", "cat", "chair", "cow",
     "diningtable", "dog", "horse", "motorbike", "person", "pottedplant", "sheep", "sofa", "train", "tvmonitor",
 )  # fmt: skip
-NUM_CLASSES = len(CLASSES)
+NUM_CLASSES = len(CLASSES)  # VOC's and the synthetic scenes': a folder's come from config.classes or its masks
 # VOC's label of object borders and unclear pixels: the loss and the metrics leave them out.
 IGNORE_INDEX = 255
 # ImageNet statistics, which torchvision's backbones were trained with.
@@ -100,10 +102,21 @@ def joint_transforms(crop_size: int, train: bool) -> v2.Compose:
     return v2.Compose(steps)
 
 
-def get_datasets(name: str, data_path: str, crop_size: int) -> tuple[Dataset, Dataset]:
-    """Return the train and eval datasets, with augmentation on the train set only."""
+def get_datasets(
+    name: str, data_path: str, crop_size: int, classes: list[str] | None = None
+) -> tuple[Dataset, Dataset, list[str]]:
+    """Return the train and eval datasets, with augmentation on the train set only, and the class names (the
+    model's outputs, in order): ``classes`` for a folder (else ``class_0``, ... up to its masks' top label)."""
     train_transforms = joint_transforms(crop_size, train=True)
     eval_transforms = joint_transforms(crop_size, train=False)
+    if classes is not None and name != "folder":
+        raise ValueError(f"classes names the classes of dataset=folder: dataset={name!r} has its own, set it to null")
+    if name == "folder":
+        train_pairs, eval_pairs = (image_mask_pairs(Path(data_path), split) for split in ("train", "val"))
+        classes = checked_classes(classes) if classes is not None else classes_of(train_pairs)
+        train = SegmentationFolder(train_pairs, len(classes), train_transforms)
+        evaluation = SegmentationFolder(eval_pairs, len(classes), eval_transforms)
+        return train, evaluation, classes
     if name == "voc":
         # The 2 GB archive is downloaded (and extracted) only when VOC's folder is not there: torchvision would
         # check and extract it again at every run, over the folder.
@@ -117,8 +130,8 @@ def get_datasets(name: str, data_path: str, crop_size: int) -> tuple[Dataset, Da
         train = TransformedScenes(SyntheticScenes(train_size, seed=0, image_size=crop_size), train_transforms)
         evaluation = TransformedScenes(SyntheticScenes(eval_size, seed=1, image_size=crop_size), eval_transforms)
     else:
-        raise ValueError(f"dataset={name!r} is not supported: use 'voc' or 'synthetic'")
-    return train, evaluation
+        raise ValueError(f"dataset={name!r} is not supported: use 'voc', 'folder' or 'synthetic'")
+    return train, evaluation, list(CLASSES)
 
 
 class CheckedVOC(datasets.VOCSegmentation):
@@ -126,21 +139,97 @@ class CheckedVOC(datasets.VOCSegmentation):
 
     def __getitem__(self, index: int) -> tuple[torch.Tensor, torch.Tensor]:
         image, mask = read_image(self.images[index]), Image.open(self.masks[index])
-        check_mask(mask, image, self.masks[index])
+        check_mask(mask, image, self.masks[index], NUM_CLASSES)
         return self.transforms(image, mask)
 
 
-def check_mask(mask: Image.Image, image: Image.Image, path: str) -> None:
-    """Refuse a mask that is not a class index per pixel of its image (0 to NUM_CLASSES - 1, or IGNORE_INDEX)."""
+# Your folder's layout, as its errors state it.
+FOLDER_LAYOUT = "dataset=folder reads <data_path>/{train,val}/images/<name>.<jpg, png, ...> and masks/<name>.png"
+
+
+def image_mask_pairs(root: Path, split: str) -> list[tuple[Path, Path]]:
+    """The (image, mask) files of a split, paired by file name stem; a missing folder, no image, an image with no
+    mask or a mask with no image stops the run before training, naming them."""
+    files = {}
+    for kind in ("images", "masks"):
+        folder = root / split / kind
+        if not folder.is_dir():
+            raise FileNotFoundError(f"{FOLDER_LAYOUT}: {folder} is not a folder")
+        paths = sorted(path for path in folder.iterdir() if path.suffix.lower() in IMG_EXTENSIONS)
+        stems = [path.stem for path in paths]
+        doubled = sorted(path.name for path in paths if stems.count(path.stem) > 1)
+        if doubled:
+            raise ValueError(f"{folder}: files of one name stem are one image or mask, not {doubled}")
+        files[kind] = {path.stem: path for path in paths}
+    images, masks = files["images"], files["masks"]
+    if not images:
+        raise FileNotFoundError(f"{FOLDER_LAYOUT}: {root / split / 'images'} holds no image file")
+    for kind, stems, others in (("image", images, masks), ("mask", masks, images)):
+        alone = sorted(str(stems[stem]) for stem in stems.keys() - others.keys())
+        if alone:
+            counterpart = "mask" if kind == "image" else "image"
+            shown = ", ".join(alone[:5]) + (f" and {len(alone) - 5} more" if len(alone) > 5 else "")
+            raise ValueError(f"{FOLDER_LAYOUT}: {len(alone)} {kind}(s) with no {counterpart} of the same name: {shown}")
+    not_png = sorted(str(path) for path in masks.values() if path.suffix.lower() != ".png")
+    if not_png:
+        raise ValueError(f"{not_png[0]}: a mask is a PNG (a class index per pixel; JPEG's compression changes them)")
+    return [(images[stem], masks[stem]) for stem in sorted(images)]
+
+
+def checked_classes(classes: list[str]) -> list[str]:
+    """The class names of config.classes, refused when fewer than two or named twice (each names a metric)."""
+    if len(classes) < 2 or len(set(classes)) < len(classes):
+        raise ValueError(f"classes={classes}: name two classes at least, each once (label 0 is the first)")
+    return classes
+
+
+def classes_of(pairs: list[tuple[Path, Path]]) -> list[str]:
+    """``class_0``, ``class_1``, ... up to the highest label of the train masks (IGNORE_INDEX aside): each mask
+    is read once, before training, by its histogram (no pixel leaves PIL)."""
+    top = 0
+    for _, path in pairs:
+        with Image.open(path) as mask:
+            check_mode(mask, path)
+            counts = mask.histogram()[:IGNORE_INDEX]
+        top = max(top, max((label for label, count in enumerate(counts) if count), default=0))
+    if top == 0:
+        raise ValueError(f"the train masks in {pairs[0][1].parent} label every pixel 0 (or {IGNORE_INDEX}): no classes")
+    return [f"class_{label}" for label in range(top + 1)]
+
+
+class SegmentationFolder(Dataset):
+    """Your images and masks (``image_mask_pairs``), each mask checked against its image and the class count when
+    read: a wrong one is named, not trained on."""
+
+    def __init__(self, pairs: list[tuple[Path, Path]], num_classes: int, transforms: v2.Compose) -> None:
+        self.pairs, self.num_classes, self.transforms = pairs, num_classes, transforms
+
+    def __len__(self) -> int:
+        return len(self.pairs)
+
+    def __getitem__(self, index: int) -> tuple[torch.Tensor, torch.Tensor]:
+        image_path, mask_path = self.pairs[index]
+        image, mask = read_image(str(image_path)), Image.open(mask_path)
+        check_mask(mask, image, str(mask_path), self.num_classes)
+        return self.transforms(image, mask)
+
+
+def check_mode(mask: Image.Image, path: str | Path) -> None:
+    """Refuse a mask that is not one number per pixel: a palette or greyscale PNG."""
     if mask.mode not in ("P", "L"):
         raise ValueError(f"{path}: a mask holds a class index per pixel (a palette or greyscale PNG), not {mask.mode}")
+
+
+def check_mask(mask: Image.Image, image: Image.Image, path: str, num_classes: int) -> None:
+    """Refuse a mask that is not a class index per pixel of its image (0 to num_classes - 1, or IGNORE_INDEX)."""
+    check_mode(mask, path)
     if mask.size != image.size:
         width, height = image.size
         raise ValueError(f"{path}: the mask is {mask.size[0]}x{mask.size[1]} pixels, its image {width}x{height}")
     labels = set(torch.unique(F.pil_to_tensor(mask)).tolist()) - {IGNORE_INDEX}
-    if max(labels, default=0) >= NUM_CLASSES:
+    if max(labels, default=0) >= num_classes:
         raise ValueError(
-            f"{path}: the mask holds {sorted(labels)}: a label is a class index below {NUM_CLASSES}, "
+            f"{path}: the mask holds {sorted(labels)}: a label is a class index below {num_classes}, "
             f"or {IGNORE_INDEX} (ignored)"
         )
 
@@ -158,12 +247,21 @@ class TransformedScenes(Dataset):
         return self.transforms(*self.scenes[index])
 
 
-def setup_data(config: Config) -> tuple[DataLoader, DataLoader]:
-    """Build the train and eval loaders, sharded across processes in distributed training."""
+def setup_data(config: Config) -> tuple[DataLoader, DataLoader, list[str]]:
+    """Build the train and eval loaders, sharded across processes in distributed training, and the class names."""
     # Only the first process on each node downloads; the others wait, then read the files.
     with idist.one_rank_first(local=True):
-        train, evaluation = get_datasets(config.dataset, config.data_path, config.crop_size)
-    return train_loader(train, config), eval_loader(evaluation, config)
+        train, evaluation, classes = get_datasets(config.dataset, config.data_path, config.crop_size, config.classes)
+    return train_loader(train, config), eval_loader(evaluation, config), classes
+
+
+def whole_image(image: Image.Image, crop_size: int) -> torch.Tensor:
+    """An image as evaluation gives it to the model, but never cropped (predict.py's input): normalised, padded
+    (black) on the right and at the bottom to at least ``crop_size``. Crop the output back to the image's size."""
+    pixels = F.pil_to_tensor(image)
+    height, width = pixels.shape[-2:]
+    pixels = F.pad(pixels, [0, 0, max(crop_size - width, 0), max(crop_size - height, 0)], fill=0)
+    return F.normalize(F.to_dtype(pixels, torch.float32, scale=True), MEAN, STD)
 
 
 # A batch as the loaders give it: images and masks.

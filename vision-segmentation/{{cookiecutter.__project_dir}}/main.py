@@ -4,7 +4,7 @@ from ignite.handlers import PiecewiseLinear
 from torch import optim
 
 from config import Config
-from data import CLASSES, setup_data
+from data import setup_data
 from machinery.backend import Backend
 from machinery.fit import fit
 from machinery.launch import cli, start_run
@@ -21,11 +21,11 @@ def run(local_rank: int, config: Config) -> None:
     # This run's devices and how a training step runs on them: the same code on every backend (machinery/backend.py).
     backend = Backend(config)
 
-    train_loader, eval_loader = setup_data(config)
-    write_classes(outputs.run_dir, CLASSES)  # beside the models: what each output of the model means
+    train_loader, eval_loader, classes = setup_data(config)
+    write_classes(outputs.run_dir, classes)  # beside the models: what each output of the model means
     # The same few eval images are drawn with their predicted masks after each epoch.
-    samples = [eval_loader.dataset[index] for index in range(config.num_pictures)]
-    network = setup_model(config.model, len(CLASSES), config.weights_backbone)
+    samples = [eval_loader.dataset[index] for index in range(min(config.num_pictures, len(eval_loader.dataset)))]
+    network = setup_model(config.model, len(classes), config.weights_backbone)
     optimizer = optim.SGD(network.parameters(), config.lr, momentum=config.momentum, weight_decay=config.weight_decay)
     # Models, optimizers and loaders on the devices (wrapped for several processes, or TPU replicas).
     model, optimizer, train_loader, eval_loader = backend.prepare(network, optimizer, train_loader, eval_loader)
@@ -40,7 +40,7 @@ def run(local_rank: int, config: Config) -> None:
 
     trainer = setup_trainer(model, optimizer, loss_fn, backend, config.accumulation_steps)
     evaluator = setup_evaluator(model, backend)
-    attach_metrics(evaluator, loss_fn)
+    attach_metrics(evaluator, loss_fn, classes)
     pictures = PredictionPictures(network, samples, outputs.run_dir / "predictions")
     # What a training checkpoint keeps (with the trainer's state): a stopped run continues from it.
     to_save = {

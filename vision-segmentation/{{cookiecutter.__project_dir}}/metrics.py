@@ -1,6 +1,8 @@
 {% import "flags.j2" as flags with context %}
 """The eval metrics, from the confusion matrix of the pixels' classes: mean IoU, IoU per class, pixel accuracy.{{ "\n\nOn the TPU the matrix is counted on the device and read once per evaluation.\n" if flags.xla }}"""
 
+from collections.abc import Sequence
+
 import ignite.distributed as idist
 import torch
 {% if flags.xla %}
@@ -14,36 +16,37 @@ from ignite.metrics import ConfusionMatrix, IoU, MetricsLambda, mIoU
 from ignite.metrics.confusion_matrix import cmAccuracy
 {% endif %}
 
-from data import CLASSES, NUM_CLASSES
+from data import CLASSES
 from models import SegmentationLoss
 
 
-def attach_metrics(evaluator: Engine, loss_fn: SegmentationLoss) -> None:
-    """Score the predicted masks: ``mIoU``, ``pixel_accuracy`` and ``IoU_<class>`` in the evaluator's metrics.
+def attach_metrics(evaluator: Engine, loss_fn: SegmentationLoss, classes: Sequence[str] = CLASSES) -> None:
+    """Score the predicted masks: ``mIoU``, ``pixel_accuracy`` and ``IoU_<class>`` in the evaluator's metrics, for
+    the run's ``classes`` (the model's outputs, in order: VOC's by default).
 
     The pixels the loss ignores (``ignore_index``: VOC's object borders, the padding) are not scored.
     """
 {% if flags.xla %}
     # Counted on the TPU, read once per evaluation: the predicted masks never leave the device.
-    SegmentationMetrics(NUM_CLASSES, loss_fn.ignore_index).attach(evaluator, "metrics")
+    SegmentationMetrics(classes, loss_fn.ignore_index).attach(evaluator, "metrics")
 {% else %}
     ignore_index = loss_fn.ignore_index
 
     def scored(output: tuple[torch.Tensor, torch.Tensor]) -> tuple[torch.Tensor, torch.Tensor]:
-        # ConfusionMatrix counts the labels 0 to NUM_CLASSES - 1 only: the ignored one becomes -1.
+        # ConfusionMatrix counts the labels 0 to len(classes) - 1 only: the ignored one becomes -1.
         logits, targets = output
         return logits, targets.masked_fill(targets == ignore_index, -1)
 
-    matrix = ConfusionMatrix(NUM_CLASSES, output_transform=scored, device=idist.device())
+    matrix = ConfusionMatrix(len(classes), output_transform=scored, device=idist.device())
     mIoU(matrix).attach(evaluator, "mIoU")
     cmAccuracy(matrix).attach(evaluator, "pixel_accuracy")
-    MetricsLambda(per_class, IoU(matrix), metrics_result_mode="flatten").attach(evaluator, "IoU")
+    MetricsLambda(per_class, IoU(matrix), classes, metrics_result_mode="flatten").attach(evaluator, "IoU")
 {% endif %}
 
 
-def per_class(iou: torch.Tensor) -> dict[str, float]:
+def per_class(iou: torch.Tensor, classes: Sequence[str] = CLASSES) -> dict[str, float]:
     """Each class's IoU, named after the class: ``IoU_background``, ``IoU_aeroplane``, ..."""
-    return {f"IoU_{name}": value for name, value in zip(CLASSES, iou.tolist(), strict=True)}
+    return {f"IoU_{name}": value for name, value in zip(classes, iou.tolist(), strict=True)}
 {% if flags.xla %}
 
 
@@ -55,8 +58,8 @@ class SegmentationMetrics(Metric):
     (padding rows and ignored pixels left out); ``compute`` sums it over the replicas and reads it once.
     """
 
-    def __init__(self, num_classes: int, ignore_index: int) -> None:
-        self.num_classes, self.ignore_index = num_classes, ignore_index
+    def __init__(self, classes: Sequence[str], ignore_index: int) -> None:
+        self.classes, self.num_classes, self.ignore_index = classes, len(classes), ignore_index
         # The counts live on the TPU (see reset): ignite's own state stays on the CPU, as it requires.
         super().__init__(device="cpu", metrics_result_mode="flatten")
 
@@ -82,5 +85,5 @@ class SegmentationMetrics(Metric):
         # As ignite's IoU: a class neither present nor predicted scores 0.
         iou = correct / (matrix.sum(dim=0) + matrix.sum(dim=1) - correct + 1e-15)
         accuracy = correct.sum() / (matrix.sum() + 1e-15)
-        return {"mIoU": iou.mean().item(), "pixel_accuracy": accuracy.item(), **per_class(iou)}
+        return {"mIoU": iou.mean().item(), "pixel_accuracy": accuracy.item(), **per_class(iou, self.classes)}
 {% endif %}

@@ -16,7 +16,8 @@ GAP = 4
 
 
 def voc_palette() -> list[int]:
-    """VOC's colour map, as its mask PNGs carry it: class 0 black, 1 dark red, ..., 255 (borders) cream.
+    """VOC's colour map, as its mask PNGs carry it: class 0 black, 1 dark red, ..., 255 (borders) cream; any
+    dataset's classes take the colours of their labels.
 
     Each label's bits are spread over the three channels, most significant first.
     """
@@ -33,11 +34,17 @@ def voc_palette() -> list[int]:
 PALETTE = voc_palette()
 
 
-def coloured(mask: torch.Tensor) -> Image.Image:
-    """A mask of labels (0 to 20, 255) as an RGB picture in VOC's colours."""
+def palette_mask(mask: torch.Tensor) -> Image.Image:
+    """A mask of labels (class indices, 255) as a palette image: each pixel's value is its label, shown in VOC's
+    colours (predict.py's mask PNGs)."""
     picture = Image.fromarray(mask.to(torch.uint8).numpy())  # "L", made "P" by the palette
     picture.putpalette(PALETTE)
-    return picture.convert("RGB")
+    return picture
+
+
+def coloured(mask: torch.Tensor) -> Image.Image:
+    """A mask of labels (class indices, 255) as an RGB picture in VOC's colours."""
+    return palette_mask(mask).convert("RGB")
 
 
 def unnormalised(image: torch.Tensor) -> Image.Image:

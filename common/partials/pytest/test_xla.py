@@ -153,7 +153,7 @@ def test_confusion_matrix_counted_on_the_device_gives_ignites_scores_across_repl
     matrix = ConfusionMatrix(NUM_CLASSES)
     # Built before the matrix counts anything: building one of ignite's metrics on it resets it.
     mean_iou, iou, accuracy = mIoU(matrix), IoU(matrix), cmAccuracy(matrix)
-    replicas = [metrics.SegmentationMetrics(NUM_CLASSES, IGNORE_INDEX) for _ in range(3)]
+    replicas = [metrics.SegmentationMetrics(CLASSES, IGNORE_INDEX) for _ in range(3)]
     for replica in replicas:
         for rows in (4, 4, 3):
             logits = torch.randn(rows, NUM_CLASSES, 8, 8, generator=generator)

@@ -1,23 +1,29 @@
 """Fast checks of the data, the model and short training runs, on CPU with synthetic data."""
 
 from collections.abc import Callable
-from dataclasses import replace
+from dataclasses import asdict, replace
 from pathlib import Path
 from typing import Any
 
 import pytest
 import torch
+import yaml
 from PIL import Image
+from torchvision.transforms.v2 import functional as F
 
 from config import Config
-from data import IGNORE_INDEX, NUM_CLASSES, SyntheticScenes, get_datasets, joint_transforms
+from data import CLASSES, IGNORE_INDEX, MEAN, NUM_CLASSES, STD, SyntheticScenes, get_datasets, joint_transforms
+from machinery.runs import write_classes
+from machinery.trained import newest_model
 from main import run
-from models import SegmentationLoss, setup_model
-from pictures import GAP
+from models import SegmentationLoss, logits_of, setup_model
+from pictures import GAP, PALETTE
+from predict import images_in, predict
 
 
 def test_synthetic_scenes_have_the_shapes_of_voc_batches(tmp_path: Path) -> None:
-    train, evaluation = get_datasets("synthetic", str(tmp_path), crop_size=64)
+    train, evaluation, classes = get_datasets("synthetic", str(tmp_path), crop_size=64)
+    assert classes == list(CLASSES), "the synthetic scenes have VOC's classes"
     for image, mask in (train[0], evaluation[0]):
         assert image.shape == (3, 64, 64) and image.dtype == torch.float32
         assert mask.shape == (64, 64) and mask.dtype == torch.int64
@@ -109,3 +115,43 @@ def test_a_short_run_learns_the_synthetic_data(train_for_eval_scores: Callable[.
     seconds)."""
     scores = train_for_eval_scores(max_epochs=3, train_epoch_length=48, eval_epoch_length=8, lr=0.05)
     assert scores[-1] >= 0.1, f"eval mIoU per epoch {scores}; a constant prediction scores 0.037"
+
+
+def test_predict_writes_each_image_the_mask_its_model_gives_it(config: Config, tmp_path: Path) -> None:
+    """predict.py on image files (synthetic scenes saved as PNG: smaller than crop_size, its size, larger) with
+    the newest run's best model: each mask is a palette PNG of its image's size, in the pictures' colours, whose
+    pixels are the model's argmax. An image evaluation sees whole gets evaluation's mask (its transform: padded,
+    normalised); a larger one is seen whole, not cropped. (The model is saved as a run saves it, untrained.)"""
+    run_dir = Path(config.output_dir) / "20260101-000000-single"
+    run_dir.mkdir(parents=True)
+    (run_dir / "config-lock.yaml").write_text(yaml.safe_dump(asdict(config)))
+    write_classes(run_dir, CLASSES)
+    model = setup_model(config.model, NUM_CLASSES).eval()
+    torch.save(model.state_dict(), run_dir / "best_model_1_mIoU=0.5000.pt")
+    torch.save({"model": model.state_dict()}, run_dir / "training_checkpoint_4.pt")
+    checkpoint = newest_model(config.output_dir)
+    assert checkpoint.name == "best_model_1_mIoU=0.5000.pt", "a run's best model comes before its checkpoints"
+    side = config.crop_size
+    sizes = [(side - 16, side - 24), (side, side), (side + 16, side + 8)]  # (width, height)
+    scenes = SyntheticScenes(3, seed=1, image_size=side + 16)
+    images = [scenes[index][0].crop((0, 0, *size)) for index, size in enumerate(sizes)]
+    for index, image in enumerate(images):
+        image.save(tmp_path / f"{index}.png")
+    pairs = images_in([str(tmp_path / f"{index}.png") for index in range(3)], tmp_path / "masks")
+    assert [mask for _, mask in pairs] == [tmp_path / "masks" / f"{index}.png" for index in range(3)]
+    predict(pairs, checkpoint)
+
+    evaluation = joint_transforms(side, train=False)
+    for index, image in enumerate(images):
+        width, height = image.size
+        if width <= side and height <= side:
+            inputs, _ = evaluation(image, Image.new("L", image.size))
+        else:
+            inputs = F.normalize(F.to_dtype(F.pil_to_tensor(image), torch.float32, scale=True), MEAN, STD)
+        with torch.inference_mode():
+            expected = logits_of(model(inputs[None]))[0, :, :height, :width].argmax(dim=0)
+        with Image.open(tmp_path / "masks" / f"{index}.png") as mask:
+            assert mask.mode == "P" and mask.size == image.size, f"{index}.png: {mask.mode} {mask.size}"
+            assert mask.getpalette()[: 3 * NUM_CLASSES] == PALETTE[: 3 * NUM_CLASSES], "the pictures' colours"
+            labels = F.pil_to_tensor(mask)[0].long()
+        assert torch.equal(labels, expected), f"{index}.png: {int((labels != expected).sum())} pixels differ"
