@@ -438,3 +438,149 @@ def test_bad_text_data_is_refused_before_training_naming_the_file_and_row(bake, 
         assert errors.get(case), f"{case}: accepted, with no error"
         missing = [part for part in parts if part not in errors[case]]
         assert not missing, f"{case}: the error lacks {missing}: {errors[case]}"
+
+
+# Run anywhere (argv: data_path, train and val scenes): a segmentation folder of 3 classes, label 0 the grey
+# ground, 1 a red and 2 a blue rectangle, 255 their outlines (as VOC's borders); JPEG images of 32 x 32 and
+# 28 x 24 pixels (both whole in a crop of 32), masks as greyscale PNGs and, every third, palette PNGs.
+WRITE_SEGMENTATION_FOLDER = """
+import random, sys
+from pathlib import Path
+from PIL import Image, ImageDraw
+
+root, colours = Path(sys.argv[1]), {1: (220, 40, 40), 2: (40, 60, 220)}
+palette = [value for index in range(256) for value in (index * 40 % 256, index * 90 % 256, index * 150 % 256)]
+for split, seed, count in (("train", 0, int(sys.argv[2])), ("val", 1, int(sys.argv[3]))):
+    rng = random.Random(seed)
+    for kind in ("images", "masks"):
+        (root / split / kind).mkdir(parents=True)
+    for index in range(count):
+        size = (32, 32) if index % 2 == 0 else (28, 24)
+        image, mask = Image.new("RGB", size, (128, 128, 128)), Image.new("L", size, 0)
+        for label, colour in colours.items():
+            width, height = rng.randint(12, 20), rng.randint(12, 20)
+            left, top = rng.randint(0, size[0] - width), rng.randint(0, size[1] - height)
+            box = (left, top, left + width - 1, top + height - 1)
+            ImageDraw.Draw(image).rectangle(box, fill=colour)
+            ImageDraw.Draw(mask).rectangle(box, fill=label, outline=255)
+        image.save(root / split / "images" / f"{split}_{index}.jpg", quality=95)
+        if index % 3 == 0:
+            mask = mask.convert("P")
+            mask.putpalette(palette)
+        mask.save(root / split / "masks" / f"{split}_{index}.png")
+"""
+SEGMENTATION_CLASSES = ["ground", "red", "blue"]
+
+
+def confusion(predicted: Path, true: Path) -> torch.Tensor:
+    """The 3 x 3 confusion matrix (true class, predicted class) of a predicted mask PNG, 255 pixels left out."""
+    with Image.open(predicted) as p, Image.open(true) as t:
+        assert p.size == t.size, f"{predicted}: {p.size}, its image {t.size}"
+        guess, truth = (torch.frombuffer(bytearray(mask.tobytes()), dtype=torch.uint8).long() for mask in (p, t))
+    assert int(guess.max()) < 3, f"{predicted}: labels {guess.unique().tolist()}, the model has 3 classes"
+    scored = truth != 255
+    return torch.bincount(3 * truth[scored] + guess[scored], minlength=9).view(3, 3)
+
+
+def test_a_segmentation_folder_trains_one_output_per_class_and_predict_py_scores_as_the_evaluation(
+    bake, tmp_path
+) -> None:
+    """``dataset: folder`` with ``classes`` of 3 names: the model gets 3 outputs, the log an IoU per class name,
+    with 2 workers and nothing downloaded. Then predict.py on the val images writes a mask PNG per image, of its
+    size, whose mIoU and pixel accuracy against the val masks are the best evaluation's (every val image is
+    whole in a crop: predict.py pads it as the evaluation does, and sees the same pixels). In these 9 iterations
+    LR-ASPP learns little (in trials it labelled every pixel ground): the learning is the generated project's
+    test; its predict test checks each mask against the model's argmax, pixel by pixel, on a random model."""
+    project = bake("vision-segmentation")
+    root = tmp_path / "scenes"
+    run_cmd([PYTHON, "-c", WRITE_SEGMENTATION_FOLDER, str(root), "24", "6"], cwd=project)
+    make_offline(
+        project, dataset="folder", data_path=str(root), classes=SEGMENTATION_CLASSES, num_workers=2, crop_size=32,
+        model="lraspp_mobilenet_v3_large", batch_size=8, eval_batch_size=4, max_epochs=3, lr=0.05,
+        train_epoch_length=None, eval_epoch_length=None,
+    )  # fmt: skip
+    train(project)
+    (run_dir,) = run_dirs(project)
+    log = read_log(run_dir)
+    assert log["iterations"][-1] == 3 * 24 // 8, f"three epochs of the 24 training scenes:\n{log['text']}"
+    assert {f"IoU_{name}" for name in SEGMENTATION_CLASSES} <= set(log["evals"][-1]), log["evals"][-1]
+    assert json.loads((run_dir / "classes.json").read_text()) == SEGMENTATION_CLASSES
+    saved = torch.load(sorted(run_dir.glob("best_model_*.pt"))[-1], map_location="cpu", weights_only=True)
+    head = saved.get("model", saved)["classifier.low_classifier.weight"]
+    assert head.shape[0] == 3, f"the model has {head.shape[0]} outputs: it must have one per class (3)"
+    assert not (project / "data").exists(), "a folder run must not download (or create) anything in ./data"
+
+    run_cmd([PYTHON, "predict.py", str(root / "val" / "images"), "--output", "val_masks"], cwd=project)
+    written = sorted(path.name for path in (project / "val_masks").iterdir())
+    assert written == sorted(f"val_{index}.png" for index in range(6)), written
+    matrix = sum(confusion(project / "val_masks" / name, root / "val" / "masks" / name) for name in written)
+    correct = matrix.diag().double()
+    iou = correct / (matrix.sum(dim=0) + matrix.sum(dim=1) - correct).clamp(min=1)
+    best = max(log["evals"], key=lambda scores: float(scores["mIoU"]))
+    scores = {"mIoU": float(iou.mean()), "pixel_accuracy": float(correct.sum() / matrix.sum())}
+    for name, value in scores.items():
+        assert value == pytest.approx(float(best[name]), abs=2e-4), f"predict.py: {name}={value}; the best eval: {best}"
+
+
+# Run in a segmentation project (argv: a folder of cases, each a data_path): get_datasets on each, and a mask
+# of each case read; prints each case's error (or the classes it found) as JSON.
+BAD_SEGMENTATION_FOLDERS = """
+import json, sys
+from pathlib import Path
+from data import get_datasets
+
+errors = {}
+for root in sorted(Path(sys.argv[1]).iterdir()):
+    classes = ["ground", "red"] if root.name == "two_classes_given" else None
+    try:
+        train, evaluation, found = get_datasets("folder", str(root), 32, classes)
+        evaluation[0]
+        errors[root.name] = found
+    except (ValueError, FileNotFoundError) as error:
+        errors[root.name] = str(error)
+print(json.dumps(errors))
+"""
+
+
+def test_bad_segmentation_folders_are_refused_naming_the_folder_or_file(bake, tmp_path) -> None:
+    """Each rule of the README's "Train on your data", broken one at a time: a missing folder, an image with no
+    mask, a mask with no image or no image are refused before training naming them; a mask of another size, in
+    RGB, or with a label no class has is refused when read, naming it. With no ``classes``, the classes are
+    named up to the train masks' top label; a label above the given ``classes`` is refused."""
+    project = bake("vision-segmentation")
+    good = tmp_path / "good"
+    run_cmd([PYTHON, "-c", WRITE_SEGMENTATION_FOLDER, str(good), "3", "2"], cwd=project)
+    val_mask = "{root}/val/masks/val_0.png"
+    resave = f"from PIL import Image; m = Image.open('{val_mask}'); "
+    cases = {
+        "classes_from_masks": "true",
+        "no_val_masks": "rm -r {root}/val/masks",
+        "an_image_with_no_mask": "rm {root}/train/masks/train_1.png",
+        "a_mask_with_no_image": "rm {root}/val/images/val_1.jpg",
+        "no_image": "rm {root}/train/images/* {root}/train/masks/*",
+        "another_size": f'python -c "{resave}m.resize((20, 20)).save(m.filename)"',
+        "rgb": f"python -c \"{resave}m.convert('RGB').save(m.filename)\"",
+        "two_classes_given": "true",  # the masks hold label 2
+    }
+    (tmp_path / "cases").mkdir()
+    for name, command in cases.items():
+        root = tmp_path / "cases" / name
+        command = command.format(root=root).replace("python ", f"{PYTHON} ")
+        run_cmd(["bash", "-c", f"cp -r {good} {root} && {command}"], cwd=tmp_path)
+    proc = run_cmd([PYTHON, "-c", BAD_SEGMENTATION_FOLDERS, str(tmp_path / "cases")], cwd=project)
+    errors = json.loads(proc.stdout.splitlines()[-1])
+    assert errors.pop("classes_from_masks") == ["class_0", "class_1", "class_2"], "class_<label> to the top label"
+    cases = tmp_path / "cases"
+    expected = {
+        "no_val_masks": [f"{cases}/no_val_masks/val/masks is not a folder", "<data_path>/{train,val}/images"],
+        "an_image_with_no_mask": ["1 image(s) with no mask", f"{cases}/an_image_with_no_mask/train/images/train_1.jpg"],
+        "a_mask_with_no_image": ["1 mask(s) with no image", f"{cases}/a_mask_with_no_image/val/masks/val_1.png"],
+        "no_image": [f"{cases}/no_image/train/images holds no image file"],
+        "another_size": [f"{cases}/another_size/val/masks/val_0.png", "the mask is 20x20 pixels, its image 32x32"],
+        "rgb": [f"{cases}/rgb/val/masks/val_0.png", "a palette or greyscale PNG", "not RGB"],
+        "two_classes_given": [f"{cases}/two_classes_given/val/masks/val_0.png", "a class index below 2, or 255"],
+    }
+    for case, parts in expected.items():
+        assert isinstance(errors.get(case), str), f"{case}: accepted, with no error ({errors.get(case)})"
+        missing = [part for part in parts if part not in errors[case]]
+        assert not missing, f"{case}: the error lacks {missing}: {errors[case]}"
