@@ -10,12 +10,11 @@ import torch
 from PIL import Image, ImageDraw
 from torch.utils.data import DataLoader, Dataset
 from torchvision import datasets, tv_tensors
-from torchvision.datasets.folder import IMG_EXTENSIONS
 from torchvision.transforms import v2
 from torchvision.transforms.v2 import functional as F
 
 from config import Config
-from machinery.files import download_advice, read_image
+from machinery.files import SegmentationFolder, check_mode, download_advice, image_mask_pairs, read_image, top_label
 from machinery.loaders import eval_loader, train_loader
 
 CLASSES = (
@@ -113,9 +112,13 @@ def get_datasets(
         raise ValueError(f"classes names the classes of dataset=folder: dataset={name!r} has its own, set it to null")
     if name == "folder":
         train_pairs, eval_pairs = (image_mask_pairs(Path(data_path), split) for split in ("train", "val"))
-        classes = checked_classes(classes) if classes is not None else classes_of(train_pairs)
-        train = SegmentationFolder(train_pairs, len(classes), train_transforms)
-        evaluation = SegmentationFolder(eval_pairs, len(classes), eval_transforms)
+        if classes is not None and (len(classes) < 2 or len(set(classes)) < len(classes)):
+            raise ValueError(f"classes={classes}: name two classes at least, each once (label 0 is the first)")
+        classes = [str(name) for name in classes] if classes is not None else classes_of(train_pairs)
+        # Each mask is checked against its image and the class count when read: a wrong one is named, not trained on.
+        check = partial(check_mask, num_classes=len(classes))
+        train = SegmentationFolder(train_pairs, train_transforms, check)
+        evaluation = SegmentationFolder(eval_pairs, eval_transforms, check)
         return train, evaluation, classes
     if name == "voc":
         # The 2 GB archive is downloaded (and extracted) only when VOC's folder is not there: torchvision would
@@ -143,81 +146,12 @@ class CheckedVOC(datasets.VOCSegmentation):
         return self.transforms(image, mask)
 
 
-# Your folder's layout, as its errors state it.
-FOLDER_LAYOUT = "dataset=folder reads <data_path>/{train,val}/images/<name>.<jpg, png, ...> and masks/<name>.png"
-
-
-def image_mask_pairs(root: Path, split: str) -> list[tuple[Path, Path]]:
-    """The (image, mask) files of a split, paired by file name stem; a missing folder, no image, an image with no
-    mask or a mask with no image stops the run before training, naming them."""
-    files = {}
-    for kind in ("images", "masks"):
-        folder = root / split / kind
-        if not folder.is_dir():
-            raise FileNotFoundError(f"{FOLDER_LAYOUT}: {folder} is not a folder")
-        paths = sorted(path for path in folder.iterdir() if path.suffix.lower() in IMG_EXTENSIONS)
-        stems = [path.stem for path in paths]
-        doubled = sorted(path.name for path in paths if stems.count(path.stem) > 1)
-        if doubled:
-            raise ValueError(f"{folder}: files of one name stem are one image or mask, not {doubled}")
-        files[kind] = {path.stem: path for path in paths}
-    images, masks = files["images"], files["masks"]
-    if not images:
-        raise FileNotFoundError(f"{FOLDER_LAYOUT}: {root / split / 'images'} holds no image file")
-    for kind, stems, others in (("image", images, masks), ("mask", masks, images)):
-        alone = sorted(str(stems[stem]) for stem in stems.keys() - others.keys())
-        if alone:
-            counterpart = "mask" if kind == "image" else "image"
-            shown = ", ".join(alone[:5]) + (f" and {len(alone) - 5} more" if len(alone) > 5 else "")
-            raise ValueError(f"{FOLDER_LAYOUT}: {len(alone)} {kind}(s) with no {counterpart} of the same name: {shown}")
-    not_png = sorted(str(path) for path in masks.values() if path.suffix.lower() != ".png")
-    if not_png:
-        raise ValueError(f"{not_png[0]}: a mask is a PNG (a class index per pixel; JPEG's compression changes them)")
-    return [(images[stem], masks[stem]) for stem in sorted(images)]
-
-
-def checked_classes(classes: list[str]) -> list[str]:
-    """The class names of config.classes, refused when fewer than two or named twice (each names a metric)."""
-    if len(classes) < 2 or len(set(classes)) < len(classes):
-        raise ValueError(f"classes={classes}: name two classes at least, each once (label 0 is the first)")
-    return classes
-
-
 def classes_of(pairs: list[tuple[Path, Path]]) -> list[str]:
-    """``class_0``, ``class_1``, ... up to the highest label of the train masks (IGNORE_INDEX aside): each mask
-    is read once, before training, by its histogram (no pixel leaves PIL)."""
-    top = 0
-    for _, path in pairs:
-        with Image.open(path) as mask:
-            check_mode(mask, path)
-            counts = mask.histogram()[:IGNORE_INDEX]
-        top = max(top, max((label for label, count in enumerate(counts) if count), default=0))
+    """``class_0``, ``class_1``, ... up to the highest label of the train masks (IGNORE_INDEX aside)."""
+    top = top_label([mask for _, mask in pairs], IGNORE_INDEX)
     if top == 0:
         raise ValueError(f"the train masks in {pairs[0][1].parent} label every pixel 0 (or {IGNORE_INDEX}): no classes")
     return [f"class_{label}" for label in range(top + 1)]
-
-
-class SegmentationFolder(Dataset):
-    """Your images and masks (``image_mask_pairs``), each mask checked against its image and the class count when
-    read: a wrong one is named, not trained on."""
-
-    def __init__(self, pairs: list[tuple[Path, Path]], num_classes: int, transforms: v2.Compose) -> None:
-        self.pairs, self.num_classes, self.transforms = pairs, num_classes, transforms
-
-    def __len__(self) -> int:
-        return len(self.pairs)
-
-    def __getitem__(self, index: int) -> tuple[torch.Tensor, torch.Tensor]:
-        image_path, mask_path = self.pairs[index]
-        image, mask = read_image(str(image_path)), Image.open(mask_path)
-        check_mask(mask, image, str(mask_path), self.num_classes)
-        return self.transforms(image, mask)
-
-
-def check_mode(mask: Image.Image, path: str | Path) -> None:
-    """Refuse a mask that is not one number per pixel: a palette or greyscale PNG."""
-    if mask.mode not in ("P", "L"):
-        raise ValueError(f"{path}: a mask holds a class index per pixel (a palette or greyscale PNG), not {mask.mode}")
 
 
 def check_mask(mask: Image.Image, image: Image.Image, path: str, num_classes: int) -> None:
@@ -253,15 +187,6 @@ def setup_data(config: Config) -> tuple[DataLoader, DataLoader, list[str]]:
     with idist.one_rank_first(local=True):
         train, evaluation, classes = get_datasets(config.dataset, config.data_path, config.crop_size, config.classes)
     return train_loader(train, config), eval_loader(evaluation, config), classes
-
-
-def whole_image(image: Image.Image, crop_size: int) -> torch.Tensor:
-    """An image as evaluation gives it to the model, but never cropped (predict.py's input): normalised, padded
-    (black) on the right and at the bottom to at least ``crop_size``. Crop the output back to the image's size."""
-    pixels = F.pil_to_tensor(image)
-    height, width = pixels.shape[-2:]
-    pixels = F.pad(pixels, [0, 0, max(crop_size - width, 0), max(crop_size - height, 0)], fill=0)
-    return F.normalize(F.to_dtype(pixels, torch.float32, scale=True), MEAN, STD)
 
 
 # A batch as the loaders give it: images and masks.

@@ -20,9 +20,11 @@ from collections.abc import Sequence
 from pathlib import Path
 
 import torch
+from PIL import Image
 from torchvision.datasets.folder import IMG_EXTENSIONS
+from torchvision.transforms.v2 import functional as F
 
-from data import whole_image
+from data import MEAN, STD
 from machinery.files import read_image
 from machinery.settings import load_config
 from machinery.trained import inference_device, load_trained, newest_model
@@ -45,6 +47,15 @@ def predict(inputs: Sequence[tuple[Path, Path]], checkpoint: Path) -> None:
             labels = logits[0, :, :height, :width].argmax(dim=0).cpu()  # the padding's pixels cut off
             mask_path.parent.mkdir(parents=True, exist_ok=True)
             palette_mask(labels).save(mask_path)
+
+
+def whole_image(image: Image.Image, crop_size: int) -> torch.Tensor:
+    """An image as evaluation gives it to the model, but never cropped: normalised, padded (black) on the right and
+    at the bottom to at least ``crop_size``. The output is cropped back to the image's size."""
+    pixels = F.pil_to_tensor(image)
+    height, width = pixels.shape[-2:]
+    pixels = F.pad(pixels, [0, 0, max(crop_size - width, 0), max(crop_size - height, 0)], fill=0)
+    return F.normalize(F.to_dtype(pixels, torch.float32, scale=True), MEAN, STD)
 
 
 def images_in(inputs: Sequence[str], output: Path) -> list[tuple[Path, Path]]:
