@@ -7,7 +7,7 @@
     # (or padded) to crop_size x crop_size: one shape for every batch.
     dataset: str = "voc"
     data_path: str = "./data"
-    classes: list | None = None  # folder: class names by label (0, 1, ...); null: class_0... up to the top label
+    classes: list[str] | None = None  # folder: class names by label (0, 1, ...); null: class_0... up to the top label
     crop_size: int = 512
     batch_size: int = 16  # global batch size, split across processes
     accumulation_steps: int = 1  # batches whose gradients add up before each optimizer step (a larger batch)

@@ -114,7 +114,7 @@ def get_datasets(
         train_pairs, eval_pairs = (image_mask_pairs(Path(data_path), split) for split in ("train", "val"))
         if classes is not None and (len(classes) < 2 or len(set(classes)) < len(classes)):
             raise ValueError(f"classes={classes}: name two classes at least, each once (label 0 is the first)")
-        classes = [str(name) for name in classes] if classes is not None else classes_of(train_pairs)
+        classes = list(classes) if classes is not None else classes_of(train_pairs)
         # Each mask is checked against its image and the class count when read: a wrong one is named, not trained on.
         check = partial(check_mask, num_classes=len(classes))
         train = SegmentationFolder(train_pairs, train_transforms, check)
