@@ -33,7 +33,7 @@ REPLICA_CONFIG = {
     "train_epoch_length": 2,
     "eval_epoch_length": 1,
 }
-REPLICA_MODELS = {"vision-segmentation": {"model": "lraspp_mobilenet_v3_large"}}
+REPLICA_MODELS = {"vision-segmentation": {"model": "lraspp_mobilenet_v3_large"}, "vision-classification": {"model": "squeezenet1_1", "image_size": 64}}
 # Eval sets no replica count divides, scored whole: 8 replicas score 9 or 10 images each (5 batches of 2, the
 # last one short on some), segmentation's 3 or 2 scenes (2 batches on some replicas, 1 on the others).
 EVAL_SIZES = {"vision-classification": 75, "text-classification": 75, "vision-segmentation": 21}

@@ -1,6 +1,8 @@
 {#- The generated tests' fixtures. TINY holds keys of every template's config.yaml, the eval keys of a
     template with an evaluator, and the keys a template's conftest.py sets in `tiny_extras` (dict items,
-    one a line) before the include: only keys its own config.yaml has. -#}
+    one a line) before the include: only keys its own config.yaml has. A template's conftest.py may set
+    `tiny_batch_size` and `tiny_eval_batch_size` (4 otherwise): its learning test's, so that on a TPU (or
+    the XLA CPU device) every test runs the programs the first one compiled. -#}
 {% import "flags.j2" as flags with context %}
 {#- What collections.abc gives the fixtures below, in the one import line ruff wants. -#}
 {% set abc_names = (["Callable"] if flags.eval_metric else []) + (["Iterator"] if cookiecutter.logger == "visdom" else []) %}
@@ -40,9 +42,9 @@ PROJECT_DIR = Path(__file__).resolve().parents[1]
 # Small, fast values for some of the keys of config.yaml.
 TINY = {
     "dataset": "synthetic",
-    "batch_size": 4,
+    "batch_size": {{ tiny_batch_size | default(4) }},
 {% if flags.eval_metric %}
-    "eval_batch_size": 4,
+    "eval_batch_size": {{ tiny_eval_batch_size | default(4) }},
 {% endif %}
     "num_workers": 0,
     "max_epochs": 2,

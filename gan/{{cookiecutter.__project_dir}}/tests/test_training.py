@@ -68,7 +68,7 @@ def test_a_short_run_brings_the_generated_images_closer_to_the_data(
     mode) moves towards the mean synthetic image, dark at the edges and bright in the middle, far from
     the flat grey a new generator draws. A cheap statistic that needs no pretrained network; over seeds
     0-9 the distance fell from 0.58 to between 0.26 and 0.41."""
-    learning = {"max_epochs": 2, "train_epoch_length": 50, "batch_size": 32, "lr": 2e-3}
+    learning = {"max_epochs": 2, "train_epoch_length": 50, "lr": 2e-3}  # batches of 32: every test's
     config = replace(config, **learning)
     dataset = get_dataset("synthetic", config.data_path, config.image_size, config.channels)
     mean_real = torch.stack([dataset[index][0] for index in range(256)]).mean(0)
