@@ -298,19 +298,19 @@ def test_voc_on_disk_trains_with_no_download_and_a_wrong_mask_is_named(bake, tmp
 # train split, a CSV test split, with columns of other names than the defaults); and the synthetic reviews as
 # a dataset folder of Parquet files whose label column is a ClassLabel of its own names (hub/).
 WRITE_TEXTS = """
-import json, sys
+import csv, json, random, sys
 from pathlib import Path
 from datasets import ClassLabel
 from transformers import BertConfig, BertModel
 from config import Config
 from data import FILLER, SENTIMENT, setup_tokenizer, synthetic_reviews
 from models import TINY_ENCODER
-import random
 
 root = Path(sys.argv[1])
 tokenizer = setup_tokenizer(Config(dataset="synthetic"))
 tokenizer.save_pretrained(root / "model")
-BertModel(BertConfig(vocab_size=len(tokenizer), max_position_embeddings=32, **TINY_ENCODER)).save_pretrained(root / "model")
+encoder = BertConfig(vocab_size=len(tokenizer), max_position_embeddings=32, **TINY_ENCODER)
+BertModel(encoder).save_pretrained(root / "model")
 rng = random.Random(0)
 for split, size in (("train", 240), ("test", 60)):
     rows = []
@@ -325,7 +325,6 @@ for split, size in (("train", 240), ("test", 60)):
         (root / "files" / "train.jsonl").parent.mkdir(parents=True)
         (root / "files" / "train.jsonl").write_text("".join(json.dumps(row) + "\\n" for row in rows))
     else:
-        import csv
         with open(root / "files" / "test.csv", "w", newline="") as f:
             writer = csv.DictWriter(f, ["review", "sentiment"])
             writer.writeheader()
@@ -365,9 +364,9 @@ def test_text_files_train_one_output_per_label_and_learn_and_predict_py_agrees(b
     with open(test_file) as f:
         truth = list(csv.DictReader(f))
     assert [row["input"] for row in rows] == [row["review"] for row in truth] + ["a great film"], "a row per text"
-    right = sum(row["label"] == given["sentiment"] for row, given in zip(rows, truth)) / len(truth)
+    right = sum(row["label"] == given["sentiment"] for row, given in zip(rows, truth, strict=False)) / len(truth)
     best = max(float(line["accuracy"]) for line in log["evals"])
-    assert right == pytest.approx(best), f"predict.py got {right:.4f} of the test file right, the best evaluation {best}"
+    assert right == pytest.approx(best), f"predict.py got {right:.4f} of the test file right, the best eval {best}"
 
 
 # Run in a text project: each bad dataset (argv: the folder WRITE_TEXTS wrote), read through get_datasets; prints
@@ -403,9 +402,10 @@ for case, change in cases.items():
     for path in files.glob("test.*"):
         path.unlink()
     (files / "test.csv").write_text(test_csv)
-hub = replace(config, dataset=str(root / "hub"), text_column="text", label_column="label", data_path=str(root / "cache"))
+hub = replace(config, dataset=str(root / "hub"), text_column="text", label_column="label", data_path=str(root / "c"))
 errors["classes of a dataset by name"] = get_datasets(hub, tokenizer)[2]
-for case, settings in {"a split it has not": {"eval_split": "validation"}, "not on the Hub": {"dataset": "no/such"}}.items():
+hub_cases = {"a split it has not": {"eval_split": "validation"}, "not on the Hub": {"dataset": "no/such"}}
+for case, settings in hub_cases.items():
     try:
         get_datasets(replace(hub, **settings), tokenizer)
         errors[case] = None
