@@ -23,16 +23,27 @@ for layer in "${layers[@]}"; do
 done
 wants() { [[ " ${layers[*]} " == *" $1 "* ]]; }
 
+# The venvs are built side by side: a layer installs its own packages only (--no-deps), so it needs the base
+# venv's packages only when it runs, and pip unpacking torch into the base venv keeps one core busy for minutes.
+# A rebuilt base venv rebuilds the layers too (they are checked by importing through it).
+building=()
+build() { "$@" & building+=("$!"); }
+
 # The base venv: every layer sits on it.
 want="$(sha256sum "$lock" | cut -d' ' -f1)"
 have="$(cat "$venv/.lock-sha256" 2>/dev/null || true)"
+fresh_base=""
 if [ "$want" != "$have" ] || ! "$venv/bin/python" -c "import torch, ignite, cookiecutter" 2>/dev/null; then
     echo "Creating the test environment in $venv (a few minutes, about 7 GB) ..." >&2
     rm -rf "$venv"
     "$python" -m venv "$venv"
-    "$venv/bin/python" -m pip install --quiet --upgrade pip
-    "$venv/bin/python" -m pip install --quiet -r "$lock"
-    echo "$want" > "$venv/.lock-sha256"
+    fresh_base=1
+    base_packages() {
+        "$venv/bin/python" -m pip install --quiet --upgrade pip
+        "$venv/bin/python" -m pip install --quiet -r "$lock"
+        echo "$want" > "$venv/.lock-sha256"
+    }
+    build base_packages
 fi
 base_site="$("$venv/bin/python" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')"
 
@@ -49,26 +60,42 @@ xla="$root/.venv-xla"
 xla_lock="$root/requirements/xla.txt"
 want_xla="$(cat "$lock" "$xla_lock" | sha256sum | cut -d' ' -f1)"
 have_xla="$(cat "$xla/.lock-sha256" 2>/dev/null || true)"
-if wants xla && { [ "$want_xla" != "$have_xla" ] || ! "$xla/bin/python" -c "import torch_xla, ignite" 2>/dev/null; }; then
+if wants xla && { [ -n "$fresh_base" ] || [ "$want_xla" != "$have_xla" ] \
+    || ! "$xla/bin/python" -c "import torch_xla, ignite" 2>/dev/null; }; then
     echo "Creating the TPU test environment in $xla (torch_xla on top of $venv) ..." >&2
-    new_layer "$xla"
-    # torch_xla's own dependencies (absl-py, numpy, pyyaml, requests) are pinned in the base lock.
-    "$xla/bin/python" -m pip install --quiet --no-deps -r "$xla_lock"
-    echo "$want_xla" > "$xla/.lock-sha256"
+    xla_packages() {
+        new_layer "$xla"
+        # torch_xla's own dependencies (absl-py, numpy, pyyaml, requests) are pinned in the base lock.
+        "$xla/bin/python" -m pip install --quiet --no-deps -r "$xla_lock"
+        echo "$want_xla" > "$xla/.lock-sha256"
+    }
+    build xla_packages
 fi
 
 trackers="$root/.venv-trackers"
 trackers_lock="$root/requirements/trackers.txt"
 want_trackers="$(cat "$lock" "$trackers_lock" | sha256sum | cut -d' ' -f1)"
 have_trackers="$(cat "$trackers/.lock-sha256" 2>/dev/null || true)"
-if wants trackers && { [ "$want_trackers" != "$have_trackers" ] \
+if wants trackers && { [ -n "$fresh_base" ] || [ "$want_trackers" != "$have_trackers" ] \
     || ! "$trackers/bin/python" -c "import clearml, mlflow, neptune, polyaxon, visdom, wandb, ignite" 2>/dev/null; }; then
     echo "Creating the experiment-tracker test environment in $trackers (on top of $venv) ..." >&2
-    new_layer "$trackers"
-    # The build tools first: visdom is a source package built with them, without build isolation.
-    # shellcheck disable=SC2046
-    "$trackers/bin/python" -m pip install --quiet $(grep -E '^(setuptools|wheel)==' "$trackers_lock")
-    "$trackers/bin/python" -m pip install --quiet --no-deps --no-build-isolation -r "$trackers_lock"
-    echo "$want_trackers" > "$trackers/.lock-sha256"
+    tracker_packages() {
+        new_layer "$trackers"
+        # The build tools first: visdom is a source package built with them, without build isolation.
+        # shellcheck disable=SC2046
+        "$trackers/bin/python" -m pip install --quiet $(grep -E '^(setuptools|wheel)==' "$trackers_lock")
+        "$trackers/bin/python" -m pip install --quiet --no-deps --no-build-isolation -r "$trackers_lock"
+        echo "$want_trackers" > "$trackers/.lock-sha256"
+    }
+    build tracker_packages
+fi
+
+failed=""
+for pid in "${building[@]}"; do
+    wait "$pid" || failed=1
+done
+if [ -n "$failed" ]; then
+    echo "env.sh: building a test environment failed (its pip output is above); run it again to retry" >&2
+    exit 1
 fi
 echo "$venv"
