@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 from answers import REPO
-from environments import PYTHON, XLA_CPU, XLA_PYTHON
+from environments import PYTHON, XLA_CPU, XLA_LIGHT_MODELS, XLA_PYTHON
 from projects import make_offline, readme_train_command, run_cmd, run_dirs
 
 pytestmark = pytest.mark.slow  # they clone, update and train generated projects: not in the quick lane
@@ -148,7 +148,8 @@ def test_switching_a_project_from_gpu_to_tpu_and_back_keeps_the_users_edit(templ
         for check in (["check", "."], ["format", "--check", "."]):
             assert sh([sys.executable, "-m", "ruff", *check], project, ok=False).returncode == 0, f"ruff {check}"
 
-        make_offline(project, max_epochs=1, train_epoch_length=2)
+        light = XLA_LIGHT_MODELS["vision-classification"] if tpu else {}  # compiling is most of an XLA run
+        make_offline(project, max_epochs=1, train_epoch_length=2, **light)
         argv, env = readme_train_command(project, python=python)
         run_cmd(argv, cwd=project, timeout=600, env=XLA_CPU if tpu else None)
         assert (run_dirs(project)[-1] / "training.log").is_file(), f"the {backend} project did not train"

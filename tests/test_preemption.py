@@ -18,7 +18,7 @@ import pytest
 import yaml
 from answers import SUPERVISED, TEMPLATES
 from checkpoints import differences, load_checkpoint
-from environments import PYTHON, XLA_CPU, XLA_CPU_CONFIG, XLA_PYTHON
+from environments import PYTHON, XLA_CPU, XLA_CPU_CONFIG, XLA_LIGHT_MODELS, XLA_PYTHON
 from projects import free_port, make_offline, read_log, readme_train_command, run_dirs
 
 pytestmark = pytest.mark.slow  # they train, stop and continue generated projects: not in the quick lane
@@ -250,7 +250,7 @@ def test_the_first_stop_signal_asks_for_a_clean_stop_and_a_second_one_aborts(bak
 
 def test_a_tpu_run_stopped_and_continued_compiles_nothing_after_warm_up(bake) -> None:
     project = bake("vision-classification", backend="xla-tpu")
-    make_offline(project, max_epochs=3, train_epoch_length=4)
+    make_offline(project, max_epochs=3, train_epoch_length=4, **XLA_LIGHT_MODELS["vision-classification"])
     proc = train(project, "iteration:6:PARENT", python=XLA_PYTHON)  # to the launcher: replicas ignore signals
     assert proc.returncode == SIGTERM_EXIT, outcome(proc)
     (run_dir,) = run_dirs(project)

@@ -17,7 +17,7 @@ import torch
 import yaml
 from answers import TEMPLATES
 from checkpoints import check_loads_without_torch_xla, differences, load_checkpoint
-from environments import XLA_CPU, XLA_PYTHON
+from environments import XLA_CPU, XLA_LIGHT_MODELS, XLA_PYTHON
 from projects import make_offline, read_log, readme_train_command, run_dirs
 from ranks import check_each_eval_sample_scored_once, run_recording_ranks, with_eval_set_of
 
@@ -32,12 +32,6 @@ REPLICA_CONFIG = {
     "train_epoch_length": 2,
     "eval_epoch_length": 1,
 }
-# Light models, compiled 8 times over: segmentation on LR-ASPP (DeepLabV3 takes minutes on 2 cores), vision on
-# SqueezeNet 1.1 at 64 pixels (at 32 its last pooling has nothing left to pool): 48 s, where ResNet-18 took 68.
-REPLICA_MODELS = {
-    "vision-segmentation": {"model": "lraspp_mobilenet_v3_large"},
-    "vision-classification": {"model": "squeezenet1_1", "image_size": 64},
-}
 # Eval sets no replica count divides, scored whole: 8 replicas score 9 or 10 images each (5 batches of 2, the
 # last one short on some), segmentation's 3 or 2 scenes (2 batches on some replicas, 1 on the others).
 EVAL_SIZES = {"vision-classification": 75, "text-classification": 75, "vision-segmentation": 21}
@@ -47,7 +41,8 @@ def bake_for_replicas(bake, template: str, answers: dict | None = None, **config
     """Bake ``template`` for the TPU with the short config of the 8-replica runs and these values."""
     project = bake(template, backend="xla-tpu", **(answers or {}))
     keys = yaml.safe_load((project / "config.yaml").read_text())
-    values = {k: v for k, v in REPLICA_CONFIG.items() if k in keys} | REPLICA_MODELS.get(template, {})
+    # The lightest models: each is compiled 8 times over.
+    values = {k: v for k, v in REPLICA_CONFIG.items() if k in keys} | XLA_LIGHT_MODELS.get(template, {})
     if template in EVAL_SIZES:
         with_eval_set_of(project, EVAL_SIZES[template])
         values["eval_epoch_length"] = None

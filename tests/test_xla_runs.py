@@ -18,7 +18,7 @@ import pytest
 import yaml
 from answers import TEMPLATES, template_context
 from checkpoints import check_loads_without_torch_xla, load_checkpoint
-from environments import XLA_CPU, XLA_CPU_CONFIG, XLA_PYTHON
+from environments import XLA_CPU, XLA_CPU_CONFIG, XLA_LIGHT_MODELS, XLA_PYTHON
 from notebooks import run_notebook_alone, setup_cell
 from projects import (
     LEARNING_TESTS,
@@ -259,7 +259,8 @@ def test_xla_loss_read_after_warm_up_compiles_nothing(bake, template: str) -> No
     of its own, so training compiles nothing after epoch 2 however the interval and the epoch relate.
     """
     project = bake(template, backend="xla-tpu", **LATE_READ_ANSWERS[template])
-    run_dir, log = train_on_xla_cpu(project, max_epochs=5, train_epoch_length=2, log_every_iters=5)
+    light = XLA_LIGHT_MODELS.get(template, {})
+    run_dir, log = train_on_xla_cpu(project, max_epochs=5, train_epoch_length=2, log_every_iters=5, **light)
     assert log["iterations"] == [5, 10], log["text"]
 
     metrics = json.loads((run_dir / "xla_metrics.json").read_text())
