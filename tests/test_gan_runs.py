@@ -100,6 +100,12 @@ def test_single_process_run_saves_samples_plot_and_both_networks(bake) -> None:
     # Both networks, both optimizers, the trainer and (mixed precision) the gradient scaler.
     assert set(checkpoint) == {"generator", "discriminator", "optimizer_g", "optimizer_d", "trainer", "scaler"}
     assert not list(run_dir.glob("best_*.pt")), "a GAN has no best model"
+    # The README's "Use the model": predict.py with that run's newest checkpoint (a Hydra project's config too).
+    run_cmd([PYTHON, "predict.py", "3", "--output", "generated"], cwd=project)
+    written = sorted(path.name for path in (project / "generated").iterdir())
+    assert written == ["0000.png", "0001.png", "0002.png", "grid.png"], written
+    size = yaml.safe_load((run_dir / "config-lock.yaml").read_text())["image_size"]
+    assert Image.open(project / "generated" / "0000.png").size == (size, size)
 
 
 @pytest.mark.parametrize("launcher", ["torchrun", "spawn"])

@@ -15,9 +15,7 @@ is trained (the README's "Make it yours" says where that is).
 - ``files.py``: image folders and dataset files, their faults named (a missing folder, an unreadable image).
 {% endif %}
 - ``handlers.py``: loss logging, checkpoints, stopping rules, resuming.
-{% if flags.predicts %}
-- ``trained.py``: a trained model for ``predict.py``: the newest, its run's settings and class names.
-{% endif %}
+- ``trained.py``: a trained model for ``predict.py``: the newest, its run's settings{{ " and class names" if flags.eval_metric }}.
 - ``preemption.py``: the clean stop on SIGTERM or Ctrl-C; ``runs.py``: the run directory a stopped run continues in.
 {% if cookiecutter.logger != "none" %}
 - ``tracking.py``: the experiment tracker ({{ flags.tracker_name }}).

@@ -1,15 +1,24 @@
+{% import "flags.j2" as flags with context %}
 """A trained model for predict.py: the newest run's, or a named checkpoint, with the settings it was trained
-with and its class names (both kept in its run directory); the predictions written as CSV."""
+with{{ " and its class names (both kept in its run directory)" if flags.eval_metric else " (kept in its run directory)" }}{{ "; the predictions written as CSV" if flags.classifier }}."""
 
+{% if flags.classifier %}
 import csv
+{% endif %}
+{% if flags.eval_metric %}
 import json
+{% endif %}
+{% if flags.classifier %}
 from collections.abc import Iterable
+{% endif %}
 from pathlib import Path
 
 import torch
 
 from config import Config
+{% if flags.eval_metric %}
 from machinery.runs import CLASSES_FILE
+{% endif %}
 from machinery.settings import load_config
 
 
@@ -23,22 +32,30 @@ def newest_model(output_dir: str) -> Path:
     raise SystemExit(f"No trained model under {output_dir}: train first, or give --checkpoint PATH")
 
 
-def load_trained(checkpoint: Path) -> tuple[Config, list[str], dict[str, torch.Tensor]]:
-    """The run's settings, its class names and the model's weights in ``checkpoint`` (a best model, or a
-    training checkpoint, which holds the model among the rest)."""
-    run_dir = checkpoint.parent
-    missing = [name for name in ("config-lock.yaml", CLASSES_FILE) if not (run_dir / name).is_file()]
-    if missing:
-        raise SystemExit(f"{checkpoint} must be in its run directory, beside {' and '.join(missing)}")
-    config = load_config(run_dir / "config-lock.yaml")
-    classes = json.loads((run_dir / CLASSES_FILE).read_text())
+def load_trained(checkpoint: Path, network: str = "model") -> tuple[Config, dict[str, torch.Tensor]]:
+    """The settings of the run ``checkpoint`` belongs to, and the weights of its ``network`` (a best model holds
+    them alone; a training checkpoint, among the rest of the training's state)."""
+    lock = checkpoint.parent / "config-lock.yaml"
+    if not lock.is_file():
+        raise SystemExit(f"{checkpoint} must be in its run directory, beside {lock.name}")
     saved = torch.load(checkpoint, map_location="cpu", weights_only=True)
-    return config, classes, saved.get("model", saved)
+    return load_config(lock), saved.get(network, saved)
+{% if flags.eval_metric %}
+
+
+def class_names(checkpoint: Path) -> list[str]:
+    """The class names of the run ``checkpoint`` belongs to, in the order of the model's outputs."""
+    path = checkpoint.parent / CLASSES_FILE
+    if not path.is_file():
+        raise SystemExit(f"{checkpoint} must be in its run directory, beside {CLASSES_FILE}")
+    return json.loads(path.read_text())
+{% endif %}
 
 
 def inference_device() -> torch.device:
     """The GPU if there is one, else the CPU (a model trained on a TPU too: its weights are plain tensors)."""
     return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+{% if flags.classifier %}
 
 
 def write_predictions(rows: Iterable[tuple[str, str, float]], output: Path) -> None:
@@ -47,3 +64,4 @@ def write_predictions(rows: Iterable[tuple[str, str, float]], output: Path) -> N
         writer = csv.writer(f)
         writer.writerow(["input", "label", "score"])
         writer.writerows((given, label, f"{score:.6f}") for given, label, score in rows)
+{% endif %}

@@ -15,13 +15,14 @@ import torch
 
 from data import FILE_FORMATS, read_file, setup_tokenizer
 from machinery.settings import load_config
-from machinery.trained import inference_device, load_trained, newest_model, write_predictions
+from machinery.trained import class_names, inference_device, load_trained, newest_model, write_predictions
 from models import logits_of, setup_model
 
 
 def predict(texts: Sequence[str], checkpoint: Path, batch_size: int = 64) -> list[tuple[str, str, float]]:
     """(text, class name, probability) of each text, by the model in ``checkpoint``, in batches."""
-    config, classes, weights = load_trained(checkpoint)
+    config, weights = load_trained(checkpoint)
+    classes = class_names(checkpoint)
     tokenizer = setup_tokenizer(config)
     model = setup_model(config, vocab_size=len(tokenizer), num_classes=len(classes), pretrained=False)
     model.load_state_dict(weights)

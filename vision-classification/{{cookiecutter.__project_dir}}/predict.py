@@ -16,13 +16,14 @@ from torchvision.datasets.folder import IMG_EXTENSIONS
 from data import image_transforms
 from machinery.files import read_image
 from machinery.settings import load_config
-from machinery.trained import inference_device, load_trained, newest_model, write_predictions
+from machinery.trained import class_names, inference_device, load_trained, newest_model, write_predictions
 from models import logits_of, setup_model
 
 
 def predict(inputs: Sequence[Path], checkpoint: Path, batch_size: int = 64) -> list[tuple[str, str, float]]:
     """(input, class name, probability) of each image, by the model in ``checkpoint``, in batches."""
-    config, classes, weights = load_trained(checkpoint)
+    config, weights = load_trained(checkpoint)
+    classes = class_names(checkpoint)
     model = setup_model(config.model, num_classes=len(classes))
     model.load_state_dict(weights)
     device = inference_device()

@@ -27,14 +27,15 @@ from torchvision.transforms.v2 import functional as F
 from data import MEAN, STD
 from machinery.files import read_image
 from machinery.settings import load_config
-from machinery.trained import inference_device, load_trained, newest_model
+from machinery.trained import class_names, inference_device, load_trained, newest_model
 from models import logits_of, setup_model
 from pictures import palette_mask
 
 
 def predict(inputs: Sequence[tuple[Path, Path]], checkpoint: Path) -> None:
     """Write the mask the model in ``checkpoint`` predicts for each (image, mask file to write)."""
-    config, classes, weights = load_trained(checkpoint)
+    config, weights = load_trained(checkpoint)
+    classes = class_names(checkpoint)
     model = setup_model(config.model, len(classes))
     model.load_state_dict(weights)
     device = inference_device()

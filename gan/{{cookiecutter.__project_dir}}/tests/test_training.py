@@ -1,12 +1,16 @@
 """Fast checks of the data, the networks and a short training run, on CPU with synthetic data."""
 
-from dataclasses import replace
+import sys
+from dataclasses import asdict, replace
 from pathlib import Path
 
 import pytest
 import torch
+import yaml
 from PIL import Image
+from torchvision.transforms.functional import pil_to_tensor
 
+import predict
 from config import Config
 from data import get_dataset
 from main import run
@@ -91,3 +95,33 @@ def test_a_short_run_brings_the_generated_images_closer_to_the_data(
     run(0, config)
     distances.append(distance(generators[0]))
     assert distances[1] < 0.8 * distances[0], f"mean-image distance before and after training: {distances}"
+
+
+def test_predict_writes_the_images_its_generator_draws_from_the_seeds_noise(
+    config: Config, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """predict.py with the newest run's newest training checkpoint: COUNT PNG files (and their grid), each the
+    generator's image (batch norm in eval mode) of the noise the seed draws, to the PNG's 8 bits; the same
+    seed draws the same images. (The generator is saved as a run saves it, untrained.)"""
+    run_dir = Path(config.output_dir) / "20260101-000000-single"
+    run_dir.mkdir(parents=True)
+    (run_dir / "config-lock.yaml").write_text(yaml.safe_dump(asdict(config)))
+    generator = Generator(config.z_dim, config.g_filters, config.channels, config.image_size).eval()
+    torch.save({"trainer": {}, "generator": generator.state_dict()}, run_dir / "training_checkpoint_4.pt")
+    # The README's command, in a folder whose config.yaml has this test's output_dir.
+    (tmp_path / "config.yaml").write_text(yaml.safe_dump(asdict(config)))
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(sys, "argv", ["predict.py", "5", "--seed", "3", "--output", "out"])
+    predict.main()
+
+    noise = torch.randn(5, config.z_dim, 1, 1, generator=torch.Generator().manual_seed(3))
+    with torch.inference_mode():
+        expected = ((generator(noise) + 1) / 2 * 255 + 0.5).clamp(0, 255).to(torch.uint8)
+    written = sorted(path.name for path in (tmp_path / "out").iterdir())
+    assert written == ["0000.png", "0001.png", "0002.png", "0003.png", "0004.png", "grid.png"], written
+    for index in range(5):
+        image = pil_to_tensor(Image.open(tmp_path / "out" / f"{index:04d}.png").convert("RGB"))
+        drawn = expected[index].expand(3, -1, -1)  # a grey image is written as RGB
+        assert (image.int() - drawn.int()).abs().max() <= 1, f"image {index} is not the generator's"
+    again = predict.generate(run_dir / "training_checkpoint_4.pt", 5, seed=3)
+    assert torch.equal(((again * 255 + 0.5).clamp(0, 255)).to(torch.uint8), expected), "the same seed, other images"
