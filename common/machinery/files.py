@@ -2,6 +2,9 @@
 """Datasets on disk: image folders whose faults are named (a missing folder, a class folder with no image, an
 image that cannot be read), and advice where a dataset can be neither found nor downloaded.{{ "\n\nSegmentation's folders: images paired with their masks by name, an image with no mask or a mask with no image\nnamed; the masks' labels.\n" if flags.segmentation }}"""
 
+{% if flags.segmentation %}
+from collections import Counter
+{% endif %}
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -66,8 +69,8 @@ def image_mask_pairs(root: Path, split: str) -> list[tuple[Path, Path]]:
         if not folder.is_dir():
             raise FileNotFoundError(f"{MASK_LAYOUT}: {folder} is not a folder")
         paths = sorted(path for path in folder.iterdir() if path.suffix.lower() in IMG_EXTENSIONS)
-        stems = [path.stem for path in paths]
-        doubled = sorted(path.name for path in paths if stems.count(path.stem) > 1)
+        stems = Counter(path.stem for path in paths)  # not list.count: a folder may hold thousands
+        doubled = sorted(path.name for path in paths if stems[path.stem] > 1)
         if doubled:
             raise ValueError(f"{folder}: files of one name stem are one image or mask, not {doubled}")
         files[kind] = {path.stem: path for path in paths}
@@ -104,10 +107,10 @@ def top_label(masks: list[Path], ignore_index: int) -> int:
 
 
 class SegmentationFolder(Dataset):
-    """The (image, mask) pairs of ``image_mask_pairs``, each mask checked by ``check(mask, image, path)`` when
-    read, then both through ``transforms``."""
+    """(image, mask) file pairs (a folder's, from ``image_mask_pairs``, or VOC's), each mask checked by
+    ``check(mask, image, path)`` when read, then both through ``transforms``."""
 
-    def __init__(self, pairs: list[tuple[Path, Path]], transforms: Callable, check: Callable) -> None:
+    def __init__(self, pairs: list[tuple[Path | str, Path | str]], transforms: Callable, check: Callable) -> None:
         self.pairs, self.transforms, self.check = pairs, transforms, check
 
     def __len__(self) -> int:

@@ -11,7 +11,7 @@ import ignite.distributed as idist
 import torch
 from datasets import ClassLabel, Dataset, Features, Value, load_dataset
 from torch.utils.data import DataLoader
-from transformers import AutoTokenizer, BertTokenizer, PreTrainedTokenizerBase
+from transformers import AutoTokenizer, BatchEncoding, BertTokenizer, PreTrainedTokenizerBase
 
 from config import Config
 from machinery.loaders import eval_loader, train_loader
@@ -143,6 +143,12 @@ def labelled(split: Dataset, where: str, config: Config, classes: list[str]) -> 
     return split.map(to_index, batched=True, with_indices=True)
 
 
+def encode(tokenizer: PreTrainedTokenizerBase, texts: list[str], max_length: int) -> BatchEncoding:
+    """The texts' token ids and attention masks, as training and predict.py give them to the model: every text
+    padded or truncated to ``max_length`` (one shape for every batch, so XLA compiles the training step once)."""
+    return tokenizer(texts, padding="max_length", truncation=True, max_length=max_length)
+
+
 def get_datasets(config: Config, tokenizer: PreTrainedTokenizerBase) -> tuple[Dataset, Dataset, list[str]]:
     """The tokenized train and eval sets (items of input_ids, attention_mask and label) and the class names."""
     (train_name, train), (eval_name, evaluation) = load_splits(config)
@@ -156,9 +162,7 @@ def get_datasets(config: Config, tokenizer: PreTrainedTokenizerBase) -> tuple[Da
     max_length, text = config.max_length, config.text_column  # not the config: datasets caches by what `tokenize` uses
 
     def tokenize(batch: dict[str, list]) -> dict[str, list]:
-        # Every text is padded or truncated to max_length: one shape for every batch, so XLA
-        # compiles the training step once.
-        return tokenizer(batch[text], padding="max_length", truncation=True, max_length=max_length)
+        return encode(tokenizer, batch[text], max_length)
 
     columns = ["input_ids", "attention_mask", "label"]
     train = train.map(tokenize, batched=True).with_format("torch", columns)

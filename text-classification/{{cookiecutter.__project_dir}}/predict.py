@@ -13,7 +13,7 @@ from pathlib import Path
 
 import torch
 
-from data import FILE_FORMATS, read_file, setup_tokenizer
+from data import FILE_FORMATS, encode, read_file, setup_tokenizer
 from machinery.settings import load_config
 from machinery.trained import class_names, inference_device, load_trained, newest_model, write_predictions
 from models import logits_of, setup_model
@@ -32,8 +32,7 @@ def predict(texts: Sequence[str], checkpoint: Path, batch_size: int = 64) -> lis
     with torch.inference_mode():
         for start in range(0, len(texts), batch_size):
             batch = list(texts[start : start + batch_size])
-            # As in training: padded or truncated to max_length.
-            tokens = tokenizer(batch, padding="max_length", truncation=True, max_length=config.max_length)
+            tokens = encode(tokenizer, batch, config.max_length)  # as in training
             inputs = (torch.tensor(tokens[key], device=device) for key in ("input_ids", "attention_mask"))
             scores, labels = logits_of(model(*inputs)).softmax(dim=1).max(dim=1)
             named = zip(batch, labels.tolist(), scores.tolist(), strict=True)

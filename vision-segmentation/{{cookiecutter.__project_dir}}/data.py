@@ -14,7 +14,7 @@ from torchvision.transforms import v2
 from torchvision.transforms.v2 import functional as F
 
 from config import Config
-from machinery.files import SegmentationFolder, check_mode, download_advice, image_mask_pairs, read_image, top_label
+from machinery.files import SegmentationFolder, check_mode, download_advice, image_mask_pairs, top_label
 from machinery.loaders import eval_loader, train_loader
 
 CLASSES = (
@@ -125,8 +125,12 @@ def get_datasets(
         # check and extract it again at every run, over the folder.
         folder = Path(data_path) / "VOCdevkit" / "VOC2012"
         with download_advice(name, folder):
-            train = CheckedVOC(data_path, "2012", "train", download=not folder.is_dir(), transforms=train_transforms)
-            evaluation = CheckedVOC(data_path, "2012", "val", download=False, transforms=eval_transforms)
+            train_voc = datasets.VOCSegmentation(data_path, "2012", "train", download=not folder.is_dir())
+            eval_voc = datasets.VOCSegmentation(data_path, "2012", "val", download=False)
+        # torchvision lists VOC's files; they are read as a folder's are, each mask checked against its image.
+        check = partial(check_mask, num_classes=NUM_CLASSES)
+        train = SegmentationFolder(list(zip(train_voc.images, train_voc.masks, strict=True)), train_transforms, check)
+        evaluation = SegmentationFolder(list(zip(eval_voc.images, eval_voc.masks, strict=True)), eval_transforms, check)
     elif name == "synthetic":
         # Learnable scenes made on the fly: no download, the shapes of VOC's batches; other scenes for eval.
         train_size, eval_size = SYNTHETIC_SIZES
@@ -135,15 +139,6 @@ def get_datasets(
     else:
         raise ValueError(f"dataset={name!r} is not supported: use 'voc', 'folder' or 'synthetic'")
     return train, evaluation, list(CLASSES)
-
-
-class CheckedVOC(datasets.VOCSegmentation):
-    """VOC 2012's images and masks, each mask checked against its image: a wrong one is named, not trained on."""
-
-    def __getitem__(self, index: int) -> tuple[torch.Tensor, torch.Tensor]:
-        image, mask = read_image(self.images[index]), Image.open(self.masks[index])
-        check_mask(mask, image, self.masks[index], NUM_CLASSES)
-        return self.transforms(image, mask)
 
 
 def classes_of(pairs: list[tuple[Path, Path]]) -> list[str]:
