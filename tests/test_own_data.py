@@ -13,7 +13,7 @@ import torch
 import yaml
 from environments import PYTHON
 from PIL import Image
-from projects import make_offline, read_log, readme_train_command, run_cmd, run_dirs
+from projects import NO_NETWORK, make_offline, read_log, readme_train_command, run_cmd, run_dirs
 
 pytestmark = pytest.mark.slow  # they train generated projects: not in the quick lane
 
@@ -48,8 +48,6 @@ for split, seed, count in (("train", 0, per_class), ("val", 1, max(per_class // 
 """
 # Settings of the folder runs: a few iterations of whole epochs over the folders.
 FOLDER_RUN = {"batch_size": 12, "eval_batch_size": 12, "train_epoch_length": None, "eval_epoch_length": None}
-# Downloads fail at once: every URL goes to a proxy on a port where nothing listens.
-NO_NETWORK = {"http_proxy": "http://127.0.0.1:9", "https_proxy": "http://127.0.0.1:9", "no_proxy": ""}
 
 
 def image_folders(project: Path, root: Path, per_class: int) -> Path:
