@@ -44,6 +44,8 @@ PROVIDED_BY = {
     **{tracker: tracker for tracker in ("clearml", "mlflow", "neptune", "polyaxon", "tensorboard", "visdom", "wandb")},
     "pytest": None,
 }
+# Modules only export.py needs: requirements-export.txt installs them, requirements.txt must not.
+EXPORT_ONLY = {"onnxruntime": "onnxruntime", "onnx": "onnx", "onnxscript": "onnxscript"}
 
 
 def combo_id(combo: dict) -> str:
@@ -210,8 +212,13 @@ def test_generated_requirements_install_what_the_project_imports(baked, template
         assert (f"\n{tracker}>=" in requirements) == (combo["logger"] == tracker), f"{tracker} in requirements.txt"
     assert ("fire" in requirements) == (combo["argparser"] == "fire")
     assert ("hydra-core" in requirements) == (combo["argparser"] == "hydra")
+    exporting = (project / "requirements-export.txt").read_text()
+    for package in EXPORT_ONLY.values():
+        assert f"\n{package}>=" in exporting and package not in requirements, f"{package}: export.py's alone"
     for module in third_party_imports(project):
-        assert module in PROVIDED_BY, f"unknown import {module}: add it to PROVIDED_BY"
+        if module in EXPORT_ONLY:
+            continue
+        assert module in PROVIDED_BY, f"unknown import {module}: add it to PROVIDED_BY or EXPORT_ONLY"
         assert PROVIDED_BY[module] is None or PROVIDED_BY[module] in requirements, f"no requirement installs {module}"
     assert ("torchvision" in requirements) == (template != "text-classification")
     if template == "text-classification":

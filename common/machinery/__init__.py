@@ -15,7 +15,8 @@ is trained (the README's "Make it yours" says where that is).
 - ``files.py``: image folders and dataset files, their faults named (a missing folder, an unreadable image).
 {% endif %}
 - ``handlers.py``: loss logging, checkpoints, stopping rules, resuming.
-- ``trained.py``: a trained model for ``predict.py``: the newest, its run's settings{{ " and class names" if flags.eval_metric }}.
+- ``trained.py``: a trained model for ``predict.py``: the newest, its run's settings{{ " and class names" if flags.eval_metric }};
+  ``onnx_export.py``: ``export.py``'s ONNX file, checked in onnxruntime against PyTorch.
 - ``preemption.py``: the clean stop on SIGTERM or Ctrl-C; ``runs.py``: the run directory a stopped run continues in.
 {% if cookiecutter.logger != "none" %}
 - ``tracking.py``: the experiment tracker ({{ flags.tracker_name }}).

@@ -14,18 +14,25 @@ from pathlib import Path
 import torch
 from torchvision.utils import save_image
 
+from config import Config
 from machinery.settings import load_config
 from machinery.trained import inference_device, load_trained, newest_model
 from models import Generator
 
 
-def generate(checkpoint: Path, count: int, seed: int = 0) -> torch.Tensor:
-    """``count`` images of the generator in ``checkpoint``, with values in [0, 1], from noise drawn with ``seed``."""
+def trained_generator(checkpoint: Path) -> tuple[Generator, Config]:
+    """The generator in ``checkpoint`` (in eval mode, on the CPU) and the settings it was trained with."""
     config, weights = load_trained(checkpoint, network="generator")
     generator = Generator(config.z_dim, config.g_filters, config.channels, config.image_size)
     generator.load_state_dict(weights)
+    return generator.eval(), config  # eval: batch norm uses its running statistics, as in the sample grids
+
+
+def generate(checkpoint: Path, count: int, seed: int = 0) -> torch.Tensor:
+    """``count`` images of the generator in ``checkpoint``, with values in [0, 1], from noise drawn with ``seed``."""
+    generator, config = trained_generator(checkpoint)
     device = inference_device()
-    generator.to(device).eval()  # batch norm uses its running statistics, as in the sample grids
+    generator.to(device)
     noise = torch.randn(count, config.z_dim, 1, 1, generator=torch.Generator().manual_seed(seed))
     with torch.inference_mode():
         images = generator(noise.to(device)).float().cpu()

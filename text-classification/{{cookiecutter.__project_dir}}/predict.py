@@ -12,22 +12,31 @@ from collections.abc import Sequence
 from pathlib import Path
 
 import torch
+from transformers import PreTrainedTokenizerBase
 
+from config import Config
 from data import FILE_FORMATS, encode, read_file, setup_tokenizer
 from machinery.settings import load_config
 from machinery.trained import class_names, inference_device, load_trained, newest_model, write_predictions
-from models import logits_of, setup_model
+from models import TextClassifier, logits_of, setup_model
 
 
-def predict(texts: Sequence[str], checkpoint: Path, batch_size: int = 64) -> list[tuple[str, str, float]]:
-    """(text, class name, probability) of each text, by the model in ``checkpoint``, in batches."""
+def trained_model(checkpoint: Path) -> tuple[TextClassifier, PreTrainedTokenizerBase, Config, list[str]]:
+    """The model in ``checkpoint`` (in eval mode, on the CPU), its tokenizer, the settings it was trained with and
+    its class names."""
     config, weights = load_trained(checkpoint)
     classes = class_names(checkpoint)
     tokenizer = setup_tokenizer(config)
     model = setup_model(config, vocab_size=len(tokenizer), num_classes=len(classes), pretrained=False)
     model.load_state_dict(weights)
+    return model.eval(), tokenizer, config, classes
+
+
+def predict(texts: Sequence[str], checkpoint: Path, batch_size: int = 64) -> list[tuple[str, str, float]]:
+    """(text, class name, probability) of each text, by the model in ``checkpoint``, in batches."""
+    model, tokenizer, config, classes = trained_model(checkpoint)
     device = inference_device()
-    model.to(device).eval()
+    model.to(device)
     rows = []
     with torch.inference_mode():
         for start in range(0, len(texts), batch_size):

@@ -11,8 +11,10 @@ from collections.abc import Sequence
 from pathlib import Path
 
 import torch
+from torch import nn
 from torchvision.datasets.folder import IMG_EXTENSIONS
 
+from config import Config
 from data import image_transforms
 from machinery.files import read_image
 from machinery.settings import load_config
@@ -20,14 +22,20 @@ from machinery.trained import class_names, inference_device, load_trained, newes
 from models import logits_of, setup_model
 
 
-def predict(inputs: Sequence[Path], checkpoint: Path, batch_size: int = 64) -> list[tuple[str, str, float]]:
-    """(input, class name, probability) of each image, by the model in ``checkpoint``, in batches."""
+def trained_model(checkpoint: Path) -> tuple[nn.Module, Config, list[str]]:
+    """The model in ``checkpoint`` (in eval mode, on the CPU), the settings it was trained with, its class names."""
     config, weights = load_trained(checkpoint)
     classes = class_names(checkpoint)
     model = setup_model(config.model, num_classes=len(classes))
     model.load_state_dict(weights)
+    return model.eval(), config, classes
+
+
+def predict(inputs: Sequence[Path], checkpoint: Path, batch_size: int = 64) -> list[tuple[str, str, float]]:
+    """(input, class name, probability) of each image, by the model in ``checkpoint``, in batches."""
+    model, config, classes = trained_model(checkpoint)
     device = inference_device()
-    model.to(device).eval()
+    model.to(device)
     _, transform = image_transforms(config.image_size)  # the evaluation's
     rows = []
     with torch.inference_mode():

@@ -21,9 +21,11 @@ from pathlib import Path
 
 import torch
 from PIL import Image
+from torch import nn
 from torchvision.datasets.folder import IMG_EXTENSIONS
 from torchvision.transforms.v2 import functional as F
 
+from config import Config
 from data import MEAN, STD
 from machinery.files import read_image
 from machinery.settings import load_config
@@ -32,14 +34,20 @@ from models import logits_of, setup_model
 from pictures import palette_mask
 
 
-def predict(inputs: Sequence[tuple[Path, Path]], checkpoint: Path) -> None:
-    """Write the mask the model in ``checkpoint`` predicts for each (image, mask file to write)."""
+def trained_model(checkpoint: Path) -> tuple[nn.Module, Config, list[str]]:
+    """The model in ``checkpoint`` (in eval mode, on the CPU), the settings it was trained with, its class names."""
     config, weights = load_trained(checkpoint)
     classes = class_names(checkpoint)
     model = setup_model(config.model, len(classes))
     model.load_state_dict(weights)
+    return model.eval(), config, classes
+
+
+def predict(inputs: Sequence[tuple[Path, Path]], checkpoint: Path) -> None:
+    """Write the mask the model in ``checkpoint`` predicts for each (image, mask file to write)."""
+    model, config, _ = trained_model(checkpoint)
     device = inference_device()
-    model.to(device).eval()
+    model.to(device)
     with torch.inference_mode():
         for image_path, mask_path in inputs:
             image = read_image(str(image_path))

@@ -20,15 +20,14 @@ import time
 {% if abc_names %}
 from collections.abc import {{ abc_names | join(", ") }}
 {% endif %}
-{% if flags.eval_metric %}
-from dataclasses import replace
-{% endif %}
+from dataclasses import asdict{{ ", replace" if flags.eval_metric }}
 from pathlib import Path
 {% if flags.eval_metric %}
 from typing import Any
 {% endif %}
 
 import pytest
+import yaml
 
 from config import Config
 from machinery.settings import load_config
@@ -64,6 +63,15 @@ def config(tmp_path: Path) -> Config:
     """config.yaml with synthetic data, two tiny epochs, one process and outputs under ``tmp_path``."""
     outputs = {"data_path": str(tmp_path / "data"), "output_dir": str(tmp_path / "runs"), "backend": None}
     return load_config(PROJECT_DIR / "config.yaml", **TINY, **outputs)
+
+
+@pytest.fixture
+def run_dir(config: Config) -> Path:
+    """A run directory of ``config`` as training starts it (its config-lock.yaml), for a test to save models in."""
+    path = Path(config.output_dir) / "20260101-000000-single"
+    path.mkdir(parents=True)
+    (path / "config-lock.yaml").write_text(yaml.safe_dump(asdict(config)))
+    return path
 {% if flags.eval_metric %}
 
 

@@ -98,14 +98,11 @@ def test_a_short_run_brings_the_generated_images_closer_to_the_data(
 
 
 def test_predict_writes_the_images_its_generator_draws_from_the_seeds_noise(
-    config: Config, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    config: Config, run_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """predict.py with the newest run's newest training checkpoint: COUNT PNG files (and their grid), each the
     generator's image (batch norm in eval mode) of the noise the seed draws, to the PNG's 8 bits; the same
     seed draws the same images. (The generator is saved as a run saves it, untrained.)"""
-    run_dir = Path(config.output_dir) / "20260101-000000-single"
-    run_dir.mkdir(parents=True)
-    (run_dir / "config-lock.yaml").write_text(yaml.safe_dump(asdict(config)))
     generator = Generator(config.z_dim, config.g_filters, config.channels, config.image_size).eval()
     torch.save({"trainer": {}, "generator": generator.state_dict()}, run_dir / "training_checkpoint_4.pt")
     # The README's command, in a folder whose config.yaml has this test's output_dir.

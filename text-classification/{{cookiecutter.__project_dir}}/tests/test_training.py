@@ -1,13 +1,12 @@
 """Fast checks of the data, the model and short training runs, on CPU with synthetic data (offline)."""
 
 from collections.abc import Callable
-from dataclasses import asdict, replace
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 import pytest
 import torch
-import yaml
 from datasets import DatasetDict
 
 import data
@@ -71,13 +70,12 @@ def test_a_short_run_learns_the_synthetic_data(train_for_eval_scores: Callable[.
     assert accuracies[-1] >= 0.8, f"eval accuracy per epoch {accuracies}; chance is {1 / NUM_CLASSES:.2f}"
 
 
-def test_predict_gives_each_text_the_class_and_probability_its_model_gives_it(config: Config, tmp_path: Path) -> None:
+def test_predict_gives_each_text_the_class_and_probability_its_model_gives_it(
+    config: Config, run_dir: Path, tmp_path: Path
+) -> None:
     """predict.py on a .txt file (a text a line) and a CSV file (its text column), in batches of 4, with the newest
     run's best model: each row holds the text, the class name (classes.json) and the probability the model gives
     the same text, padded as in training, all in one batch. (The model is saved as a run saves it, untrained.)"""
-    run_dir = Path(config.output_dir) / "20260101-000000-single"
-    run_dir.mkdir(parents=True)
-    (run_dir / "config-lock.yaml").write_text(yaml.safe_dump(asdict(config)))
     write_classes(run_dir, ["bad", "good"])
     tokenizer = setup_tokenizer(config)
     model = setup_model(config, vocab_size=len(tokenizer), num_classes=2).eval()

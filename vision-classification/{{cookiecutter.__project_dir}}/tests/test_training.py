@@ -1,13 +1,11 @@
 """Fast checks of the data, the model and short training runs, on CPU with synthetic data."""
 
 from collections.abc import Callable
-from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
 import pytest
 import torch
-import yaml
 from torchvision import transforms as T
 
 from config import Config
@@ -51,13 +49,12 @@ def test_a_short_run_learns_the_synthetic_data(train_for_eval_scores: Callable[.
     assert accuracies[-1] >= 0.5, f"eval accuracy per epoch {accuracies}; chance is {1 / NUM_CLASSES:.2f}"
 
 
-def test_predict_gives_each_image_the_class_and_probability_its_model_gives_it(config: Config, tmp_path: Path) -> None:
+def test_predict_gives_each_image_the_class_and_probability_its_model_gives_it(
+    config: Config, run_dir: Path, tmp_path: Path
+) -> None:
     """predict.py on image files (synthetic eval images saved as PNG), in batches of 3, with the newest run's
     best model: each row holds the class name (classes.json) and the probability the model gives the same
     image in the evaluation's transform, all in one batch. (The model is saved as a run saves it, untrained.)"""
-    run_dir = Path(config.output_dir) / "20260101-000000-single"
-    run_dir.mkdir(parents=True)
-    (run_dir / "config-lock.yaml").write_text(yaml.safe_dump(asdict(config)))
     write_classes(run_dir, [f"class {label}" for label in range(NUM_CLASSES)])
     model = setup_model(config.model, num_classes=NUM_CLASSES).eval()
     torch.save(model.state_dict(), run_dir / "best_model_1_accuracy=0.5000.pt")

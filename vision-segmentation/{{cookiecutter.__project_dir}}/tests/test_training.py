@@ -1,13 +1,12 @@
 """Fast checks of the data, the model and short training runs, on CPU with synthetic data."""
 
 from collections.abc import Callable
-from dataclasses import asdict, replace
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 import pytest
 import torch
-import yaml
 from PIL import Image
 from torchvision.transforms.v2 import functional as F
 
@@ -117,14 +116,11 @@ def test_a_short_run_learns_the_synthetic_data(train_for_eval_scores: Callable[.
     assert scores[-1] >= 0.1, f"eval mIoU per epoch {scores}; a constant prediction scores 0.037"
 
 
-def test_predict_writes_each_image_the_mask_its_model_gives_it(config: Config, tmp_path: Path) -> None:
+def test_predict_writes_each_image_the_mask_its_model_gives_it(config: Config, run_dir: Path, tmp_path: Path) -> None:
     """predict.py on image files (synthetic scenes saved as PNG: smaller than crop_size, its size, larger) with
     the newest run's best model: each mask is a palette PNG of its image's size, in the pictures' colours, whose
     pixels are the model's argmax. An image evaluation sees whole gets evaluation's mask (its transform: padded,
     normalised); a larger one is seen whole, not cropped. (The model is saved as a run saves it, untrained.)"""
-    run_dir = Path(config.output_dir) / "20260101-000000-single"
-    run_dir.mkdir(parents=True)
-    (run_dir / "config-lock.yaml").write_text(yaml.safe_dump(asdict(config)))
     write_classes(run_dir, CLASSES)
     model = setup_model(config.model, NUM_CLASSES).eval()
     torch.save(model.state_dict(), run_dir / "best_model_1_mIoU=0.5000.pt")

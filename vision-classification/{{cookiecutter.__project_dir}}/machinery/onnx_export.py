@@ -1,0 +1,1 @@
+../../../common/machinery/onnx_export.py
