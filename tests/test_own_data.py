@@ -158,6 +158,57 @@ def test_an_unreadable_image_ends_the_run_naming_it_and_once_fixed_the_run_conti
     assert yaml.safe_load((run_dir / "status.yaml").read_text())["status"] == "finished"
 
 
+# Run in a vision project: SqueezeNet 1.1's ImageNet weights file where torchvision caches it (argv: the path),
+# holding random weights (the real ones are a download).
+CACHE_WEIGHTS = """
+import sys
+from pathlib import Path
+import torch
+from torchvision import models
+
+Path(sys.argv[1]).parent.mkdir(parents=True)
+torch.save(models.squeezenet1_1().state_dict(), sys.argv[1])
+"""
+# Run in a vision project: setup_model's errors for weights the model has none of, then for weights neither in
+# torch's cache nor downloadable, as JSON.
+BAD_WEIGHTS = """
+import json
+from models import setup_model
+
+errors = []
+for weights in ("IMAGENET1K_V9", "DEFAULT"):
+    try:
+        setup_model("squeezenet1_1", 3, weights)
+    except (ValueError, RuntimeError) as error:
+        errors.append(str(error))
+print(json.dumps(errors))
+"""
+
+
+def test_pretrained_weights_come_from_torchs_cache_with_a_new_head_and_bad_ones_say_what_to_do(bake, tmp_path) -> None:
+    """``weights: DEFAULT``: the run starts from the model's pretrained weights, read from torch's cache (offline,
+    the file there), with a new last layer of one output per class; a weights name the model lacks is refused
+    naming the ones it has, and weights neither cached nor downloadable name the file to put where."""
+    project = bake("vision-classification")
+    cached = tmp_path / "torch" / "hub" / "checkpoints" / "squeezenet1_1-b8a52dc0.pth"
+    run_cmd([PYTHON, "-c", CACHE_WEIGHTS, str(cached)], cwd=project)
+    make_offline(project, model="squeezenet1_1", weights="DEFAULT", image_size=64, lr=1e-4, max_epochs=1)
+    argv, readme_env = readme_train_command(project)
+    run_cmd(argv, cwd=project, env={**readme_env, **NO_NETWORK, "TORCH_HOME": str(tmp_path / "torch")}, timeout=180)
+    (run_dir,) = run_dirs(project)
+    trained = torch.load(sorted(run_dir.glob("training_checkpoint_*.pt"))[-1], weights_only=True)["model"]
+    pretrained = torch.load(cached, weights_only=True)
+    moved = float((trained["features.0.weight"] - pretrained["features.0.weight"]).abs().max())
+    assert moved < 0.01, f"the first layer is {moved} from the cached weights: the run did not start from them"
+    assert trained["classifier.1.weight"].shape[0] == 10, "a new last layer, one output per class (10, not 1000)"
+
+    empty_cache = {**NO_NETWORK, "TORCH_HOME": str(tmp_path / "empty")}
+    unknown, offline = json.loads(run_cmd([PYTHON, "-c", BAD_WEIGHTS], cwd=project, env=empty_cache).stdout)
+    assert "weights='IMAGENET1K_V9' is not one of squeezenet1_1's" in unknown and "IMAGENET1K_V1" in unknown, unknown
+    expected = f"Put that file at {tmp_path / 'empty' / 'hub' / 'checkpoints' / cached.name}"
+    assert expected in offline and "set `weights: null`" in offline, offline
+
+
 def test_a_missing_dataset_with_no_network_says_where_its_files_go(bake) -> None:
     """CIFAR-10 not in data_path and no network: the error names the folder the files go in and the offline
     dataset, instead of a traceback from deep in torchvision; the run is recorded as failed."""

@@ -61,3 +61,4 @@ def test_demo_builds_only_the_base_venv_and_trains_the_default_project(tmp_path)
     log = (run_dir / "training.log").read_text()
     assert "Epoch 2 - eval:" in log, f"the demo's project did not train two epochs:\n{log}"
     assert f"Run directory: {run_dir}" in proc.stdout, "the demo ends by naming the run directory"
+    assert "Reached: accuracy=" in proc.stdout, "the demo ends by saying what the run reached (its last evaluation)"

@@ -18,7 +18,7 @@ import pytest
 import yaml
 from answers import TEMPLATES, template_context
 from checkpoints import check_loads_without_torch_xla, load_checkpoint
-from environments import XLA_CPU, XLA_CPU_CONFIG, XLA_LIGHT_MODELS, XLA_PYTHON
+from environments import XLA_CPU, XLA_LIGHT_MODELS, XLA_PYTHON
 from notebooks import run_notebook_alone, setup_cell
 from projects import (
     LEARNING_TESTS,
@@ -31,8 +31,8 @@ from projects import (
     run_dirs,
 )
 from scheduling import on_one_worker
-from torchvision.models import resnet18
-from torchvision.models.segmentation import deeplabv3_mobilenet_v3_large
+from torchvision.models import squeezenet1_1
+from torchvision.models.segmentation import lraspp_mobilenet_v3_large
 
 pytestmark = pytest.mark.slow  # they train generated projects on the XLA CPU device: not in the quick lane
 
@@ -71,6 +71,12 @@ TPU_RUNS = {
     ),
 }
 THREE_EPOCHS = {"max_epochs": 3, "train_epoch_length": 4, "log_every_iters": 3}
+# The notebooks train the lightest models (XLA_LIGHT_MODELS): what these tests check (which programs compile and
+# when, what crosses to the host) is the same for any model, and compiling is most of a run (measured alone:
+# segmentation's notebook 139 s with DeepLabV3-MobileNetV3, 74 s with LR-ASPP; vision's 71 s with ResNet-18, 36 s
+# with SqueezeNet). The auxiliary head's loss and its state across a stop are checked in the CPU runs
+# (test_preemption.py); ResNet-18 trains on the XLA device in vision's own tests (below).
+NOTEBOOK_MODELS = XLA_LIGHT_MODELS
 # Reads from the device at each epoch's end (counted apart from training's): the evaluation's one read of its
 # sums, then the epoch-end checkpoint (saved after the evaluation: it holds what the evaluation's handlers did);
 # segmentation's picture of the predicted masks is a third; the GAN has no evaluation: its checkpoint, then its
@@ -111,7 +117,7 @@ def tpu_run(baked, tmp_path_factory) -> Callable[[str], TpuRun]:
             answers, config = TPU_RUNS[template]
             project = baked(template, backend="xla-tpu", **answers)  # the notebook runs in a folder of its own
             folder = tmp_path_factory.mktemp(f"tpu-{template}")
-            config = {**THREE_EPOCHS, **config, **XLA_CPU_CONFIG.get(template, {})}
+            config = {**THREE_EPOCHS, **config, **NOTEBOOK_MODELS.get(template, {})}
             try:
                 executed = run_notebook_alone(project, folder, XLA_PYTHON, XLA_CPU, **config)
                 (run_dir,) = (folder / "logs").iterdir()
@@ -189,9 +195,9 @@ def test_tpu_checkpoint_loads_without_torch_xla_into_the_networks_a_gpu_user_bui
     checkpoint = load_checkpoint(checkpoint_path)  # as resume_from loads it
     assert checkpoint["trainer"]["iteration"] == 12
     if template == "vision-classification":
-        resnet18(num_classes=10).load_state_dict(checkpoint["model"])
+        squeezenet1_1(num_classes=10).load_state_dict(checkpoint["model"])
     elif template == "vision-segmentation":
-        model = deeplabv3_mobilenet_v3_large(num_classes=21, aux_loss=True, weights_backbone=None)
+        model = lraspp_mobilenet_v3_large(num_classes=21, weights_backbone=None)
         model.load_state_dict(checkpoint["model"])
         assert checkpoint["gradients"] == {}, "an optimizer step just zeroed them: nothing to keep"
     elif template == "gan":
@@ -228,7 +234,10 @@ def test_xla_project_own_tests_pass_with_bf16_and_fire(bake, template: str) -> N
     metrics, and short bf16 runs on the XLA device, the one that shows the project learning included."""
     project = bake(template, backend="xla-tpu", argparser="fire", mixed_precision=True, include_test=True)
     assert (project / "tests" / "test_xla.py").is_file()
-    argv = [XLA_PYTHON, "-m", "pytest", "-v", "-p", "no:cacheprovider", *XLA_OWN_TESTS.get(template, [])]
+    # Not tests/test_export.py: export.py runs on the CPU with the torch TPU projects pin (2.9.0, the base test
+    # venv's, where the projects' own tests export: test_ci_commands_pass_in_a_fresh_venv, and segmentation's).
+    argv = [XLA_PYTHON, "-m", "pytest", "-v", "-p", "no:cacheprovider", "--deselect", "tests/test_export.py"]
+    argv += XLA_OWN_TESTS.get(template, [])
     proc = run_cmd(argv, cwd=project, timeout=600, env={"PJRT_DEVICE": "CPU"})  # see XLA_CPU
     passed = re.search(r"(\d+) passed", proc.stdout)
     assert passed and int(passed[1]) >= 8 and "skipped" not in proc.stdout, proc.stdout

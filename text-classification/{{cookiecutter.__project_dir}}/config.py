@@ -21,7 +21,7 @@
     model: str = "bert-base-uncased"  # any Hugging Face encoder, with its tokenizer
     dropout: float = 0.3  # before the classifier
     classifier_hidden: int = 0  # 0: the classifier is one linear layer; N: N hidden units (GELU) first
-    lr: float = 0.00005
+    lr: float | None = None  # null: 5e-5 to fine-tune a pretrained model; 3e-3 for synthetic's tiny random one
     weight_decay: float = 0.01  # AdamW, on every weight but biases and normalisation layers
     warmup_ratio: float = 0.1  # share of the iterations with a linear warm-up; then linear decay to zero
     max_epochs: int = 3

@@ -10,7 +10,7 @@ from machinery.fit import fit
 from machinery.launch import cli, start_run
 from machinery.runs import write_classes
 from metrics import attach_metrics
-from models import setup_model
+from models import learning_rate, setup_model
 from trainers import AccumulatedGradients, setup_evaluator, setup_trainer
 
 
@@ -33,7 +33,8 @@ def run(local_rank: int, config: Config) -> None:
     train_loader, eval_loader, classes = setup_data(config, tokenizer)
     write_classes(outputs.run_dir, classes)  # beside the models: what each output of the model means
     model = setup_model(config, vocab_size=len(tokenizer), num_classes=len(classes))
-    optimizer = optim.AdamW(parameter_groups(model, config.weight_decay), lr=config.lr)
+    lr = learning_rate(config)
+    optimizer = optim.AdamW(parameter_groups(model, config.weight_decay), lr=lr)
     # Models, optimizers and loaders on the devices (wrapped for several processes, or TPU replicas).
     model, optimizer, train_loader, eval_loader = backend.prepare(model, optimizer, train_loader, eval_loader)
     loss_fn = nn.CrossEntropyLoss()
@@ -42,7 +43,7 @@ def run(local_rank: int, config: Config) -> None:
     lr_scheduler = PiecewiseLinear(
         optimizer,
         "lr",
-        milestones_values=[(0, 0.0), (round(config.warmup_ratio * total), config.lr), (total, 0.0)],
+        milestones_values=[(0, 0.0), (round(config.warmup_ratio * total), lr), (total, 0.0)],
     )
 
     trainer = setup_trainer(model, optimizer, loss_fn, backend, config.accumulation_steps)

@@ -13,6 +13,9 @@
 
     # Model and optimisation
     model: str = "resnet18"  # any torchvision classification model
+    # null: random initialisation; DEFAULT (or a name such as IMAGENET1K_V1): the model's pretrained weights,
+    # downloaded once into torch's cache, with a new last layer for your classes
+    weights: str | None = None
     lr: float = 0.001
     max_epochs: int = 5
     train_epoch_length: int | None = None  # iterations per epoch; null means the whole training set

@@ -22,7 +22,7 @@ def run(local_rank: int, config: Config) -> None:
 
     train_loader, eval_loader, classes = setup_data(config)
     write_classes(outputs.run_dir, classes)  # beside the models: predict.py names its predictions with them
-    model = setup_model(config.model, num_classes=len(classes))
+    model = setup_model(config.model, num_classes=len(classes), weights=config.weights)
     optimizer = optim.Adam(model.parameters(), lr=config.lr)
     # Models, optimizers and loaders on the devices (wrapped for several processes, or TPU replicas).
     model, optimizer, train_loader, eval_loader = backend.prepare(model, optimizer, train_loader, eval_loader)
