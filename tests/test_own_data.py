@@ -203,7 +203,8 @@ def test_pretrained_weights_come_from_torchs_cache_with_a_new_head_and_bad_ones_
     assert trained["classifier.1.weight"].shape[0] == 10, "a new last layer, one output per class (10, not 1000)"
 
     empty_cache = {**NO_NETWORK, "TORCH_HOME": str(tmp_path / "empty")}
-    unknown, offline = json.loads(run_cmd([PYTHON, "-c", BAD_WEIGHTS], cwd=project, env=empty_cache).stdout)
+    proc = run_cmd([PYTHON, "-c", BAD_WEIGHTS], cwd=project, env=empty_cache)
+    unknown, offline = json.loads(proc.stdout.splitlines()[-1])  # after torch.hub's "Downloading: ..."
     assert "weights='IMAGENET1K_V9' is not one of squeezenet1_1's" in unknown and "IMAGENET1K_V1" in unknown, unknown
     expected = f"Put that file at {tmp_path / 'empty' / 'hub' / 'checkpoints' / cached.name}"
     assert expected in offline and "set `weights: null`" in offline, offline
