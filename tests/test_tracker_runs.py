@@ -147,9 +147,11 @@ def test_generated_tests_pass_with_the_tracker_offline(bake, tracker: str) -> No
     no account, server or network.
     """
     project = bake(logger=tracker, include_test=True)
-    proc = run_cmd([TRACKERS_PYTHON, "-m", "pytest", "-q", "-p", "no:cacheprovider"], cwd=project)
+    # Not tests/test_export.py: no tracker takes part in an export (the projects' own tests export without one).
+    argv = [TRACKERS_PYTHON, "-m", "pytest", "-q", "-p", "no:cacheprovider", "--deselect", "tests/test_export.py"]
+    proc = run_cmd(argv, cwd=project)
     outcomes = pytest_outcomes(proc.stdout)
-    assert set(outcomes) == {"passed"} and outcomes["passed"] >= 4, f"every generated test passes: {outcomes}"
+    assert set(outcomes) == {"passed", "deselected"} and outcomes["passed"] >= 4, f"every test passes: {outcomes}"
 
 
 def test_gan_losses_and_learning_rates_reach_the_store_that_mlflow_tracking_uri_names(bake, tmp_path: Path) -> None:
