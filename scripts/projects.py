@@ -43,6 +43,21 @@ XLA_OWN_TESTS = {"vision-segmentation": ["tests/test_xla.py"]}
 NO_NETWORK = {"http_proxy": "http://127.0.0.1:9", "https_proxy": "http://127.0.0.1:9", "no_proxy": ""}
 
 
+# Script lines run in a text project once ``root`` (a Path) is set: a tiny BERT and its tokenizer saved as a Hugging
+# Face model folder, root/model, which from_pretrained reads as it reads a Hub model.
+SAVE_TINY_MODEL = """
+from transformers import BertConfig, BertModel
+from config import Config
+from data import setup_tokenizer
+from models import TINY_ENCODER
+
+tokenizer = setup_tokenizer(Config(dataset="synthetic"))
+tokenizer.save_pretrained(root / "model")
+encoder = BertConfig(vocab_size=len(tokenizer), max_position_embeddings=32, **TINY_ENCODER)
+BertModel(encoder).save_pretrained(root / "model")
+"""
+
+
 # A quick offline run, for the keys of config.yaml that have them (each template has its own keys).
 OFFLINE = {
     "dataset": "synthetic",

@@ -13,7 +13,7 @@ import torch
 import yaml
 from environments import PYTHON
 from PIL import Image
-from projects import NO_NETWORK, make_offline, read_log, readme_train_command, run_cmd, run_dirs
+from projects import NO_NETWORK, SAVE_TINY_MODEL, make_offline, read_log, readme_train_command, run_cmd, run_dirs
 
 pytestmark = pytest.mark.slow  # they train generated projects: not in the quick lane
 
@@ -347,20 +347,17 @@ def test_voc_on_disk_trains_with_no_download_and_a_wrong_mask_is_named(bake, tmp
 # (model/), read with from_pretrained as a Hub model is; three classes of reviews as your files (a JSON Lines
 # train split, a CSV test split, with columns of other names than the defaults); and the synthetic reviews as
 # a dataset folder of Parquet files whose label column is a ClassLabel of its own names (hub/).
-WRITE_TEXTS = """
+WRITE_TEXTS = (
+    """
 import csv, json, random, sys
 from pathlib import Path
 from datasets import ClassLabel
-from transformers import BertConfig, BertModel
-from config import Config
-from data import FILLER, SENTIMENT, setup_tokenizer, synthetic_reviews
-from models import TINY_ENCODER
+from data import FILLER, SENTIMENT, synthetic_reviews
 
 root = Path(sys.argv[1])
-tokenizer = setup_tokenizer(Config(dataset="synthetic"))
-tokenizer.save_pretrained(root / "model")
-encoder = BertConfig(vocab_size=len(tokenizer), max_position_embeddings=32, **TINY_ENCODER)
-BertModel(encoder).save_pretrained(root / "model")
+"""
+    + SAVE_TINY_MODEL
+    + """
 rng = random.Random(0)
 for split, size in (("train", 240), ("test", 60)):
     rows = []
@@ -383,6 +380,7 @@ for split, seed in (("train", 0), ("test", 1)):
     reviews = synthetic_reviews(16, seed, max_words=20).cast_column("label", ClassLabel(names=["bad", "good"]))
     reviews.to_parquet(root / "hub" / f"{split}.parquet")
 """
+)
 TEXT_RUN = {
     "dataset": "files", "text_column": "review", "label_column": "sentiment", "max_length": 32, "lr": 0.003,
     "dropout": 0.0, "batch_size": 16, "eval_batch_size": 30, "train_epoch_length": None, "eval_epoch_length": None,

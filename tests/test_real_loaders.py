@@ -24,7 +24,16 @@ import numpy as np
 import pytest
 import yaml
 from environments import PYTHON
-from projects import NO_NETWORK, load_module, make_offline, read_log, readme_train_command, run_cmd, run_dirs
+from projects import (
+    NO_NETWORK,
+    SAVE_TINY_MODEL,
+    load_module,
+    make_offline,
+    read_log,
+    readme_train_command,
+    run_cmd,
+    run_dirs,
+)
 
 pytestmark = pytest.mark.slow  # they train generated projects: not in the quick lane
 
@@ -161,21 +170,18 @@ IMDB_COMMIT = "e6281661ce1c48d982bc483cf8a173c1bbeb5d31"
 # folder (model/); and IMDB as the `datasets` loader leaves it in its cache_dir after loading stanfordnlp/imdb from
 # the Hub (data/stanfordnlp___imdb/plain_text/0.0.0/<commit>/: imdb-<split>.arrow and dataset_info.json, written
 # by the Parquet builder the Hub's Parquet files load with), of synthetic reviews labelled neg and pos.
-WRITE_IMDB = """
+WRITE_IMDB = (
+    """
 import shutil, sys
 from pathlib import Path
 from datasets import ClassLabel
 from datasets.packaged_modules.parquet.parquet import Parquet
-from transformers import BertConfig, BertModel
-from config import Config
-from data import setup_tokenizer, synthetic_reviews
-from models import TINY_ENCODER
+from data import synthetic_reviews
 
 root = Path(sys.argv[1])
-tokenizer = setup_tokenizer(Config(dataset="synthetic"))
-tokenizer.save_pretrained(root / "model")
-encoder = BertConfig(vocab_size=len(tokenizer), max_position_embeddings=32, **TINY_ENCODER)
-BertModel(encoder).save_pretrained(root / "model")
+"""
+    + SAVE_TINY_MODEL
+    + """
 files = {}
 for seed, split in enumerate(("train", "test", "unsupervised")):
     reviews = synthetic_reviews(16, seed, max_words=20).cast_column("label", ClassLabel(names=["neg", "pos"]))
@@ -190,6 +196,7 @@ builder.download_and_prepare()
 # The Hub's namespace: stanfordnlp/imdb's cache folder is stanfordnlp___imdb.
 shutil.move(root / "built" / "imdb", Path("data") / "stanfordnlp___imdb")
 """
+)
 
 
 def test_imdb_in_the_datasets_cache_trains_offline_with_its_class_names(bake, tmp_path) -> None:
