@@ -87,7 +87,8 @@ def test_an_image_folder_trains_one_output_per_class_folder_and_learns_and_predi
     assert len(rows) == 3 * 6 and {row["label"] for row in rows} <= {"blue", "green", "red"}, rows
     right = sum(Path(row["input"]).parent.name == row["label"] for row in rows) / len(rows)
     best = max(float(line["accuracy"]) for line in log["evals"])
-    assert right == pytest.approx(best), f"predict.py got {right:.4f} of val right, the best evaluation {best}"
+    # training.log rounds to 4 decimals.
+    assert right == pytest.approx(best, abs=5e-5), f"predict.py got {right} of val right, the best evaluation {best}"
 
 
 def test_bad_image_folders_are_refused_before_training_naming_the_folder(bake, tmp_path) -> None:
@@ -414,7 +415,8 @@ def test_text_files_train_one_output_per_label_and_learn_and_predict_py_agrees(b
     assert [row["input"] for row in rows] == [row["review"] for row in truth] + ["a great film"], "a row per text"
     right = sum(row["label"] == given["sentiment"] for row, given in zip(rows, truth, strict=False)) / len(truth)
     best = max(float(line["accuracy"]) for line in log["evals"])
-    assert right == pytest.approx(best), f"predict.py got {right:.4f} of the test file right, the best eval {best}"
+    # training.log rounds to 4 decimals (41 of 60 right: 0.6833).
+    assert right == pytest.approx(best, abs=5e-5), f"predict.py got {right} of the test file, the best eval {best}"
 
 
 # Run in a text project: each bad dataset (argv: the folder WRITE_TEXTS wrote), read through get_datasets; prints
