@@ -114,6 +114,9 @@ def test_config_keys_come_from_the_file_or_the_command_line_declared_and_of_thei
     path.write_text(yaml.safe_dump(config, sort_keys=False))
     settings = load_module(project / "machinery" / "settings.py")
     assert settings.load_config(path, backend="gloo").backend == "gloo"
+    # PyYAML reads 5e-5 as a string: a float key takes it as the number (`lr: 5e-5` in config.yaml).
+    path.write_text(path.read_text() + "lr: 5e-5\n")
+    assert settings.load_config(path, backend=None).lr == 5e-5
     with pytest.raises(SystemExit, match=r"Unknown config keys \['bakend'\]"):
         settings.load_config(path, backend="gloo", bakend="gloo")
     wrong = r"values of the wrong type: lr: 'fast' is not float; max_epochs: 2.5 is not int"

@@ -205,7 +205,9 @@ def test_pretrained_weights_come_from_torchs_cache_with_a_new_head_and_bad_ones_
 
     empty_cache = {**NO_NETWORK, "TORCH_HOME": str(tmp_path / "empty")}
     proc = run_cmd([PYTHON, "-c", BAD_WEIGHTS], cwd=project, env=empty_cache)
-    unknown, offline = json.loads(proc.stdout.splitlines()[-1])  # after torch.hub's "Downloading: ..."
+    errors = json.loads(proc.stdout.splitlines()[-1])  # after torch.hub's "Downloading: ..."
+    assert len(errors) == 2, f"each bad weights must stop setup_model with its error: {errors}"
+    unknown, offline = errors
     assert "weights='IMAGENET1K_V9' is not one of squeezenet1_1's" in unknown and "IMAGENET1K_V1" in unknown, unknown
     expected = f"Put that file at {tmp_path / 'empty' / 'hub' / 'checkpoints' / cached.name}"
     assert expected in offline and "set `weights: null`" in offline, offline

@@ -78,7 +78,8 @@ def export_onnx(
 def command_line(description: str, export: Callable[[Path, Path], float]) -> None:
     """export.py's command: ``export(checkpoint, output folder)`` with the checkpoint given, else the newest."""
     parser = ArgumentParser(description=description)
-    parser.add_argument("--checkpoint", type=Path, help="a checkpoint of a run (default: the newest run's best)")
+    newest = "the newest run's best model, else its newest checkpoint"
+    parser.add_argument("--checkpoint", type=Path, help=f"a run's checkpoint (default: {newest})")
     parser.add_argument("--output", type=Path, default=Path("exported"), help="the folder to write the files in")
     args = parser.parse_args()
     require_export_packages()

@@ -43,10 +43,22 @@ def checked_config(values: dict[str, Any], source: str) -> Config:
             f"with the values this project was generated with:\n{yaml.safe_dump(missing, sort_keys=False)}"
         )
     hints = typing.get_type_hints(Config)
+    # PyYAML reads `lr: 5e-5` as a string (YAML 1.1's floats have a dot: 5.0e-5): a float key takes it as the number.
+    values = {key: _float_or_value(value, hints[key]) for key, value in values.items()}
     wrong = [f"{key}: {values[key]!r} is not {_name(hints[key])}" for key in fields if not _is(values[key], hints[key])]
     if wrong:
         raise SystemExit(f"{source} has values of the wrong type: " + "; ".join(wrong))
     return Config(**values)
+
+
+def _float_or_value(value: Any, kind: Any) -> Any:
+    """``value`` as a float where it is a string that reads as one and ``kind`` takes a float, else as it is."""
+    if isinstance(value, str) and _is(0.5, kind) and not _is(value, kind):
+        try:
+            return float(value)
+        except ValueError:
+            return value
+    return value
 
 
 def _is(value: Any, kind: Any) -> bool:

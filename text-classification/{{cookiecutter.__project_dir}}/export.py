@@ -17,7 +17,7 @@ from machinery.onnx_export import command_line, export_onnx
 from machinery.runs import write_classes
 from predict import trained_model
 
-# The batch the ONNX file is checked on: two texts of different lengths, so one is padded.
+# The batch the ONNX file is checked on: two texts of different lengths, padded to max_length as in training.
 EXAMPLES = ["A short text.", "A longer text, to classify as any other text the model reads."]
 
 

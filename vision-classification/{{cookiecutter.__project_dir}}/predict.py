@@ -26,7 +26,8 @@ def trained_model(checkpoint: Path) -> tuple[nn.Module, Config, list[str]]:
     """The model in ``checkpoint`` (in eval mode, on the CPU), the settings it was trained with, its class names."""
     config, weights = load_trained(checkpoint)
     classes = class_names(checkpoint)
-    model = setup_model(config.model, num_classes=len(classes))
+    # Built as training built it: some models' pretrained networks differ from their random ones (GoogLeNet's).
+    model = setup_model(config.model, num_classes=len(classes), weights=config.weights)
     model.load_state_dict(weights)
     return model.eval(), config, classes
 

@@ -13,6 +13,8 @@ from config import Config
 from machinery.onnx_export import TOLERANCE
 from models import Generator
 
+for package in ("onnx", "onnxscript"):
+    pytest.importorskip(package, reason="export.py's packages: pip install -r requirements-export.txt")
 onnxruntime = pytest.importorskip("onnxruntime", reason="export.py's packages: pip install -r requirements-export.txt")
 
 

@@ -15,6 +15,8 @@ from machinery.onnx_export import TOLERANCE
 from machinery.runs import write_classes
 from models import setup_model
 
+for package in ("onnx", "onnxscript"):
+    pytest.importorskip(package, reason="export.py's packages: pip install -r requirements-export.txt")
 onnxruntime = pytest.importorskip("onnxruntime", reason="export.py's packages: pip install -r requirements-export.txt")
 
 
