@@ -22,6 +22,7 @@ from collections.abc import {{ abc_names | join(", ") }}
 {% endif %}
 from dataclasses import asdict{{ ", replace" if flags.eval_metric }}
 from pathlib import Path
+from types import ModuleType
 {% if flags.eval_metric %}
 from typing import Any
 {% endif %}
@@ -63,6 +64,15 @@ def config(tmp_path: Path) -> Config:
     """config.yaml with synthetic data, two tiny epochs, one process and outputs under ``tmp_path``."""
     outputs = {"data_path": str(tmp_path / "data"), "output_dir": str(tmp_path / "runs"), "backend": None}
     return load_config(PROJECT_DIR / "config.yaml", **TINY, **outputs)
+
+
+@pytest.fixture
+def onnxruntime() -> ModuleType:
+    """onnxruntime, where export.py's packages are installed (requirements-export.txt); else the test is skipped."""
+    reason = "export.py's packages: pip install -r requirements-export.txt"
+    for package in ("onnx", "onnxscript"):
+        pytest.importorskip(package, reason=reason)
+    return pytest.importorskip("onnxruntime", reason=reason)
 
 
 @pytest.fixture

@@ -3,6 +3,7 @@
 import sys
 from dataclasses import asdict
 from pathlib import Path
+from types import ModuleType
 
 import pytest
 import torch
@@ -13,13 +14,9 @@ from config import Config
 from machinery.onnx_export import TOLERANCE
 from models import Generator
 
-for package in ("onnx", "onnxscript"):
-    pytest.importorskip(package, reason="export.py's packages: pip install -r requirements-export.txt")
-onnxruntime = pytest.importorskip("onnxruntime", reason="export.py's packages: pip install -r requirements-export.txt")
-
 
 def test_export_writes_a_generator_onnxruntime_runs_as_pytorch_does(
-    config: Config, run_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    config: Config, run_dir: Path, tmp_path: Path, onnxruntime: ModuleType, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """The README's command, with the newest run's newest training checkpoint (the generator saved as a run saves
     it, untrained): onnxruntime's images, from noise of another batch size than the export's, are the generator's

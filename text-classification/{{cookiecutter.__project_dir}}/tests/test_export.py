@@ -3,8 +3,8 @@ tokenizer (exported beside it) encodes."""
 
 import json
 from pathlib import Path
+from types import ModuleType
 
-import pytest
 import torch
 from transformers import AutoTokenizer
 
@@ -15,13 +15,9 @@ from machinery.onnx_export import TOLERANCE
 from machinery.runs import write_classes
 from models import setup_model
 
-for package in ("onnx", "onnxscript"):
-    pytest.importorskip(package, reason="export.py's packages: pip install -r requirements-export.txt")
-onnxruntime = pytest.importorskip("onnxruntime", reason="export.py's packages: pip install -r requirements-export.txt")
-
 
 def test_export_writes_a_model_onnxruntime_runs_as_pytorch_does_its_class_names_and_tokenizer(
-    config: Config, run_dir: Path, tmp_path: Path
+    config: Config, run_dir: Path, tmp_path: Path, onnxruntime: ModuleType
 ) -> None:
     """A run's model (saved as a run saves it, untrained) exported, then run by onnxruntime on texts the exported
     tokenizer encodes as training does, in a batch of another size and sequences of another length than the

@@ -2,8 +2,8 @@
 
 import json
 from pathlib import Path
+from types import ModuleType
 
-import pytest
 import torch
 
 from config import Config
@@ -13,13 +13,9 @@ from machinery.onnx_export import TOLERANCE
 from machinery.runs import write_classes
 from models import setup_model
 
-for package in ("onnx", "onnxscript"):
-    pytest.importorskip(package, reason="export.py's packages: pip install -r requirements-export.txt")
-onnxruntime = pytest.importorskip("onnxruntime", reason="export.py's packages: pip install -r requirements-export.txt")
-
 
 def test_export_writes_a_model_onnxruntime_runs_as_pytorch_does_and_its_class_names(
-    config: Config, run_dir: Path, tmp_path: Path
+    config: Config, run_dir: Path, tmp_path: Path, onnxruntime: ModuleType
 ) -> None:
     """A run's model (saved as a run saves it, untrained) exported, then run by onnxruntime on a batch of another
     size than the export's: the logits are PyTorch's within TOLERANCE; classes.json names them."""
