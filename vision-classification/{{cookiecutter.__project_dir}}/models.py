@@ -15,10 +15,11 @@ def setup_model(name: str, num_classes: int, weights: str | None = None) -> nn.M
     """
     if weights is None:
         return models.get_model(name, weights=None, num_classes=num_classes)
-    available = ["DEFAULT", *(choice.name for choice in models.get_model_weights(name))]
+    choices = models.get_model_weights(name)  # the model's weights enum; DEFAULT is an alias in it
+    available = ["DEFAULT", *(choice.name for choice in choices)]
     if weights not in available:
         raise ValueError(f"weights={weights!r} is not one of {name}'s: use one of {available}, or null")
-    chosen = models.get_model_weights(name)[weights]
+    chosen = choices[weights]
     # The first process on each node downloads; the others wait, then read the cache.
     with idist.one_rank_first(local=True):
         try:
