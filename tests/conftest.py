@@ -1,5 +1,6 @@
 """Fixtures: bake a template with pytest-cookies and check the result."""
 
+import hashlib
 import json
 import os
 import time
@@ -8,6 +9,8 @@ from pathlib import Path
 import pytest
 import suite_costs
 from answers import REPO
+from filelock import FileLock
+from pytest_cookies.plugin import Cookies
 from scheduling import SharedRunScheduling
 
 # One compute thread per process (PyTorch's OpenMP and MKL pools, which every training run, notebook kernel
@@ -60,15 +63,30 @@ def bake(cookies):
 
 
 @pytest.fixture(scope="session")
-def baked(cookies_session):
-    """Like ``bake``, but one project per answer set for the whole run (per pytest worker), shared by the
-    tests that only read it: a test that trains or edits a project takes its own from ``bake``."""
+def baked(tmp_path_factory, _cookiecutter_config_file):
+    """Like ``bake``, but one project per answer set for the whole run, shared by the tests that only read it
+    (they must not write into it): a test that trains or edits a project takes its own from ``bake``.
+
+    Both xdist workers share it: the first to ask for an answer set bakes it in the run's common temporary
+    folder, under a file lock, and the other then reads the same project (half the bakes of a run that
+    spreads one answer set's tests over both workers).
+    """
+    root = tmp_path_factory.getbasetemp()
+    shared = (root.parent if os.environ.get("PYTEST_XDIST_WORKER") else root) / "baked"
+    shared.mkdir(exist_ok=True)
     projects: dict[str, Path] = {}
 
     def _baked(template: str = "vision-classification", **answers) -> Path:
         key = json.dumps([template, answers], sort_keys=True)
         if key not in projects:
-            projects[key] = baked_project(cookies_session, template, answers)
+            folder = shared / hashlib.sha1(key.encode()).hexdigest()[:16]
+            done = folder.with_suffix(".done")  # holds the project's path once it is baked
+            with FileLock(folder.with_suffix(".lock")):
+                if not done.exists():
+                    cookies = Cookies(str(REPO), lambda _name: folder.mkdir() or folder, _cookiecutter_config_file)
+                    project = baked_project(cookies, template, answers)
+                    done.write_text(str(project))
+                projects[key] = Path(done.read_text())
         return projects[key]
 
     return _baked

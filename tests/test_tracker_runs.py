@@ -29,7 +29,16 @@ import pytest
 import tracker_records
 from answers import OPTIONS, REPO
 from environments import TRACKERS_PYTHON
-from projects import free_port, make_offline, pytest_outcomes, readme_block, readme_train_command, run_cmd, run_dirs
+from projects import (
+    LEARNING_TESTS,
+    free_port,
+    make_offline,
+    pytest_outcomes,
+    readme_block,
+    readme_train_command,
+    run_cmd,
+    run_dirs,
+)
 from tracker_checks import check_tracker_records
 
 pytestmark = pytest.mark.slow  # they train generated projects with each tracker: not in the quick lane
@@ -148,10 +157,14 @@ def test_generated_tests_pass_with_the_tracker_offline(bake, tracker: str) -> No
     """
     project = bake(logger=tracker, include_test=True)
     # Not tests/test_export.py: no tracker takes part in an export (the projects' own tests export without one).
+    # Nor the learning test: it trains as the short run does, with the same tracker set-up, only longer; that
+    # the project learns is shown where its own tests run without a tracker (test_project_tooling.py).
     argv = [TRACKERS_PYTHON, "-m", "pytest", "-q", "-p", "no:cacheprovider", "--deselect", "tests/test_export.py"]
+    argv += ["--deselect", f"tests/test_training.py::{LEARNING_TESTS['vision-classification']}"]
     proc = run_cmd(argv, cwd=project)
     outcomes = pytest_outcomes(proc.stdout)
     assert set(outcomes) == {"passed", "deselected"} and outcomes["passed"] >= 4, f"every test passes: {outcomes}"
+    assert outcomes["deselected"] == 2, f"only the export and learning tests are left out: {outcomes}"
 
 
 def test_gan_losses_and_learning_rates_reach_the_store_that_mlflow_tracking_uri_names(bake, tmp_path: Path) -> None:
