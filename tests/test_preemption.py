@@ -12,6 +12,7 @@ import shutil
 import signal
 import subprocess
 import time
+import zipfile
 from pathlib import Path
 
 import pytest
@@ -263,3 +264,132 @@ def test_a_tpu_run_stopped_and_continued_compiles_nothing_after_warm_up(bake) ->
     assert len(metrics["compilations_per_epoch"]) == 2, metrics
     assert metrics["compilations_per_epoch"][1:] == [0], f"training compiled after warm-up: {metrics}"
     assert metrics["eval_compilations_per_epoch"][1:] == [0], f"evaluation compiled after warm-up: {metrics}"
+
+
+def start_paused(project: Path, iteration: int) -> subprocess.Popen:
+    """Start the README's training command, paused (SIGSTOP) as iteration ``iteration`` starts; return it."""
+    argv, env = readme_train_command(project, PYTHON)
+    env = {**os.environ, **env, "PYTHONPATH": str(PROBE), "STOP_PROBE": f"iteration:{iteration}:PAUSE"}
+    first = subprocess.Popen(argv, cwd=project, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 240
+    while Path(f"/proc/{first.pid}/stat").read_text().split(") ")[1][0] != "T":  # the process state: stopped
+        assert first.poll() is None, f"training ended before iteration {iteration}:\n{first.communicate()}"
+        assert time.monotonic() < deadline, f"training did not reach iteration {iteration} in 240 s"
+        time.sleep(0.2)
+    return first
+
+
+def files_of(run_dir: Path) -> dict[str, tuple[int, int]]:
+    return {path.name: (path.stat().st_size, path.stat().st_mtime_ns) for path in run_dir.iterdir()}
+
+
+@pytest.fixture
+def small_disk(tmp_path: Path):
+    """A real filesystem of its own (a 1 GiB tmpfs, mounted as root), which a test can fill."""
+    mount = tmp_path / "disk"
+    mount.mkdir()
+    proc = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=1g", "tmpfs", str(mount)], capture_output=True)
+    if proc.returncode != 0:
+        reason = f"cannot mount a tmpfs here (root needed): {proc.stderr.decode().strip()}"
+        if os.environ.get("CI"):
+            pytest.fail(reason)
+        pytest.skip(reason)
+    yield mount
+    subprocess.run(["umount", "--lazy", str(mount)], check=True)
+
+
+def test_a_second_command_on_a_training_run_stops_at_once_and_a_full_disk_stops_the_run_to_continue(
+    bake, tmp_path: Path, small_disk: Path
+) -> None:
+    """The same command twice: the second stops at once, naming the run and the first's PID, and touches
+    nothing, while another config trains beside it. Then the disk fills up: the first's next checkpoint does
+    not fit, the run ends as stopped, naming the file and the space, keeps its checkpoint, and the same command
+    continues it once there is space."""
+    project = bake(launcher="none", save_best_model=False)
+    make_offline(project, output_dir=str(small_disk))  # 2 epochs of 3 iterations, a checkpoint after each
+    first = start_paused(project, 5)  # epoch 2: the checkpoint of iteration 3 is written
+    (run_dir,) = run_dirs(project, str(small_disk))
+    before = files_of(run_dir)
+    second = train(project)
+    assert second.returncode == 1, outcome(second)
+    held = f"Another process (PID {first.pid}) is training in {run_dir}, the run this command would continue"
+    assert held in second.stderr and "Traceback" not in second.stderr, outcome(second)
+    assert run_dirs(project, str(small_disk)) == [run_dir] and files_of(run_dir) == before, "the second touched it"
+    config = yaml.safe_load((project / "config.yaml").read_text())
+    (project / "config.yaml").write_text(yaml.safe_dump(config | {"seed": 7}, sort_keys=False))
+    other = train(project)
+    assert other.returncode == 0, f"another config trains beside the held run: {outcome(other)}"
+    (project / "config.yaml").write_text(yaml.safe_dump(config, sort_keys=False))
+    assert len(run_dirs(project, str(small_disk))) == 2
+
+    filler = small_disk / "filler"
+    with open(filler, "wb") as f:  # all the space but 256 KiB, as other programs would have taken it
+        os.posix_fallocate(f.fileno(), 0, shutil.disk_usage(small_disk).free - 256 * 1024)
+    first.send_signal(signal.SIGCONT)
+    stdout, stderr = first.communicate(timeout=240)
+    assert first.returncode == 1, f"exit code {first.returncode}\n{stderr[-5000:]}"
+    full = f"No space left on device for training_checkpoint_6.pt in {run_dir}: it takes "
+    assert full in stderr and "MiB are free. The checkpoints saved before it are kept" in stderr, stderr[-3000:]
+    assert status(run_dir)["status"] == "stopped" and full in status(run_dir)["reason"], status(run_dir)
+    assert sorted(p.name for p in run_dir.glob("*.pt")) == ["training_checkpoint_3.pt"]
+    assert not [p.name for p in run_dir.iterdir() if p.name.startswith(("tmp", "."))], "a partial file was left"
+    load_checkpoint(run_dir / "training_checkpoint_3.pt")
+
+    filler.unlink()
+    proc = train(project)
+    assert proc.returncode == 0, outcome(proc)
+    log = read_log(run_dir)
+    assert f"Continuing the run in {run_dir} from {run_dir / 'training_checkpoint_3.pt'}" in log["text"]
+    assert log["iterations"] == [1, 2, 3, 4, 5, 6, 4, 5, 6], "after checkpoint 3, each iteration trained again"
+    assert status(run_dir) == {"status": "finished", "reason": "max_epochs", "epoch": 2, "iteration": 6}
+
+
+def corrupt(checkpoint: Path) -> None:
+    """Change bytes in the middle of the checkpoint's largest part: still a whole file, as torch.save wrote it."""
+    with zipfile.ZipFile(checkpoint) as archive:
+        part = max(archive.infolist(), key=lambda info: info.file_size)
+    with open(checkpoint, "r+b") as f:
+        f.seek(part.header_offset + 30 + len(part.filename) + 64 + part.file_size // 2)
+        f.write(b"\xff" * 16)
+
+
+def test_after_a_kill_the_same_command_continues_past_unreadable_runs_and_a_corrupt_checkpoint(
+    bake, tmp_path: Path
+) -> None:
+    """kill -9 leaves no hold behind. Unreadable run files (an empty config-lock.yaml, a status.yaml cut short)
+    are named in the log and their runs skipped; a corrupt newest checkpoint is named and set aside, and the run
+    continues from the one before; with none left, the command says so."""
+    project = bake(launcher="none", save_best_model=False)
+    make_offline(project, max_epochs=3)  # checkpoints after iterations 3 and 6, the last 2 kept
+    first = start_paused(project, 8)
+    first.kill()
+    first.wait()
+    (run_dir,) = run_dirs(project)
+    corrupt(run_dir / "training_checkpoint_6.pt")
+    # Newer runs (their names sort after it) whose files cannot be read: one of this config.
+    empty, cut_short = project / "logs" / "29990101-000001-single", project / "logs" / "29990101-000000-single"
+    shutil.copytree(run_dir, cut_short)
+    (cut_short / "status.yaml").write_text("status: stopped\nreason: [SIGT")
+    empty.mkdir()
+    (empty / "config-lock.yaml").write_text("")
+    none_left = shutil.copytree(project, tmp_path / "none-left")
+    corrupt(none_left / run_dir.relative_to(project) / "training_checkpoint_3.pt")
+
+    proc = train(project)
+    assert proc.returncode == 0, outcome(proc)
+    log = read_log(run_dir)["text"]
+    relative = run_dir.relative_to(project)  # as output_dir names it: ./logs
+    for note in (
+        f"Skipped {empty.relative_to(project)}: its config-lock.yaml cannot be read (empty)",
+        f"Skipped {cut_short.relative_to(project)}: its status.yaml cannot be read (ParserError)",
+        "training_checkpoint_6.pt does not load (archive/data/",
+        f"Continuing the run in {relative} from {relative / 'training_checkpoint_3.pt'}",
+    ):
+        assert note in log, f"training.log lacks {note!r}:\n{log[-3000:]}"
+    assert (run_dir / "training_checkpoint_6.pt.corrupt").is_file(), "the corrupt checkpoint is set aside"
+    assert status(run_dir) == {"status": "finished", "reason": "max_epochs", "epoch": 3, "iteration": 9}
+
+    proc = train(none_left)
+    assert proc.returncode == 1, outcome(proc)
+    message = f"None of the training checkpoints in {relative} loads (renamed *.corrupt)"
+    assert message in proc.stderr and "Traceback" not in proc.stderr, outcome(proc)

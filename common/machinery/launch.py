@@ -151,8 +151,10 @@ def start_run(config: Config) -> RunOutputs:
     torch.backends.cudnn.deterministic = True
     torch.backends.cudnn.benchmark = False
 {% endif %}
-    run_dir, checkpoint, finished = setup_run_dir(config)
+    run_dir, checkpoint, finished, notes = setup_run_dir(config)
     logger = setup_logging(run_dir)
+    for note in notes:  # unreadable files met on the way (runs.py)
+        logger.warning(note)
     if finished:
         logger.info("The run in %s finished (%s): nothing to train.", run_dir, finished)
         logger.info("To train it longer, raise max_epochs; to train anew, set another output_dir.")

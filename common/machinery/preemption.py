@@ -37,7 +37,11 @@ from ignite.handlers import Checkpoint
 {% endif %}
 
 from config import Config
+{% if cookiecutter.save_training %}
+from machinery.runs import checkpoint_name, write_status
+{% else %}
 from machinery.runs import write_status
+{% endif %}
 
 
 class StopRequest:
@@ -53,6 +57,7 @@ class StopRequest:
 {% if flags.xla %}
     stop_file: Path | None = None  # written by launch_replicas when it is asked to stop
 {% endif %}
+    handled_in = 0  # the process whose stop signals catch_stop_signals handles (a forked child's are its own)
     # With several processes: whether any of them was asked to stop, as of the last loss reading, where they
     # agree on it (handlers.read_losses).
     agreed = False
@@ -74,6 +79,9 @@ def catch_stop_signals() -> None:
     """
     if threading.current_thread() is not threading.main_thread():
         return  # a TPU replica's training thread, where Python cannot handle signals: see launch_replicas
+    if STOP.handled_in == os.getpid():
+        return  # installed already: by launch, before start_run in the same process
+    STOP.handled_in = os.getpid()
 
     def request_stop(signum: int, _frame: Any) -> None:
         if STOP.signum is not None and time.monotonic() - STOP.at > 1.0:
@@ -105,8 +113,7 @@ def launch_replicas(launch: Callable[[], None]) -> None:
     """
     folder = Path(tempfile.mkdtemp())
     os.environ[REPLICAS_FOLDER] = str(folder)
-    for signum in STOP_SIGNALS:
-        signal.signal(signum, signal.SIG_IGN)
+    caught = {signum: signal.signal(signum, signal.SIG_IGN) for signum in STOP_SIGNALS}
     failed: list[BaseException] = []
 
     def launch_and_keep_error() -> None:
@@ -119,6 +126,8 @@ def launch_replicas(launch: Callable[[], None]) -> None:
     launcher.start()
     while launcher.is_alive() and not (folder / "started").exists():
         launcher.join(0.1)
+    for signum, handler in caught.items():  # this process's handlers (an earlier run's, in a notebook), if any
+        signal.signal(signum, handler)
     catch_stop_signals()
     while launcher.is_alive():
         launcher.join(0.5)  # returns now and then: signal handlers run in this thread only
@@ -222,7 +231,7 @@ def setup_clean_stop(
 {% if cookiecutter.save_training %}
         # A stopped run saves where it stopped, unless it saved there already (every process keeps the list
         # of files saved, and every process takes part in saving).
-        this_iteration = f"{config.filename_prefix}_checkpoint_{state.iteration}.pt"
+        this_iteration = checkpoint_name(config.filename_prefix, state.iteration)
         saved_here = Path(str(save_training.last_checkpoint)).name == this_iteration
         if status == "stopped" and not saved_here:
             save_training(engine)

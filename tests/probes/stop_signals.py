@@ -7,6 +7,8 @@ Imported at start-up (sitecustomize.py) in every process whose PYTHONPATH names 
 - ``epoch_end:N``: SIGTERM as epoch N's end handlers start (the classifiers' evaluation, the GAN's samples);
 - ``save:N``: SIGTERM while the training checkpoint of iteration N is being written (inside ``torch.save``);
 - ``save:N:KILL``: SIGKILL half-way through writing that checkpoint: half of its bytes are on disk;
+- ``iteration:N:PAUSE``: SIGSTOP instead, to the process itself: it stays paused, holding what it holds, until
+  it gets SIGCONT (or SIGKILL);
 - ``...:PARENT``: SIGTERM to the parent process instead: the launcher of TPU replicas, which ignore signals
   (on one XLA device, the replica is a process of its own; the replicas of ``XLA_CPU_REPLICAS`` are threads
   of the launcher's process: ``iteration:N`` signals it).
@@ -41,7 +43,7 @@ def fire_event(engine, event_name, *args, **kwargs):
     if _trainer and engine is _trainer[0]:
         state = engine.state
         if _where == "iteration" and event_name == Events.ITERATION_STARTED and state.iteration == _n:
-            _kill(_target, signal.SIGTERM)
+            _kill(_target, signal.SIGSTOP if _how == ["PAUSE"] else signal.SIGTERM)
         if _where == "epoch_end" and event_name == Events.EPOCH_COMPLETED and state.epoch == _n:
             _kill(_target, signal.SIGTERM)
     return _fire_event(engine, event_name, *args, **kwargs)
