@@ -249,13 +249,26 @@ def test_the_first_stop_signal_asks_for_a_clean_stop_and_a_second_one_aborts(bak
     assert proc.stdout.strip() == "aborted: a second stop signal (SIGINT): aborted", proc.stdout
 
 
-def test_a_tpu_run_stopped_and_continued_compiles_nothing_after_warm_up(bake) -> None:
+def test_a_tpu_run_stopped_with_nothing_unsaved_ends_at_once_and_a_continued_one_compiles_nothing_after_warm_up(
+    bake,
+) -> None:
+    """A stop mid-epoch waits for the iteration and saves it; a stop while the continued command compiles its
+    first iteration, with nothing trained since the checkpoint, ends the command at once (on a TPU that first
+    compilation can outlast a preemption notice); the command after it compiles nothing after warm-up."""
     project = bake("vision-classification", backend="xla-tpu")
     make_offline(project, max_epochs=3, train_epoch_length=4, **XLA_LIGHT_MODELS["vision-classification"])
     proc = train(project, "iteration:6:PARENT", python=XLA_PYTHON)  # to the launcher: replicas ignore signals
     assert proc.returncode == SIGTERM_EXIT, outcome(proc)
     (run_dir,) = run_dirs(project)
     assert status(run_dir)["iteration"] == 6 and (run_dir / "training_checkpoint_6.pt").is_file()
+
+    proc = train(project, "iteration:7:PARENT", python=XLA_PYTHON)  # its first iteration: compiling
+    assert proc.returncode == SIGTERM_EXIT, outcome(proc)
+    assert not processes_in(project), "the launcher ended its replica process too"
+    reason = "SIGTERM, with nothing trained since the last checkpoint: stopped at once"
+    assert status(run_dir) == {"status": "stopped", "reason": reason}, "the stop did not wait for iteration 7"
+    assert read_log(run_dir)["iterations"] == list(range(1, 7)) and f"Stopped: {reason}" in read_log(run_dir)["text"]
+    assert run_dirs(project) == [run_dir] and not (run_dir / "training_checkpoint_7.pt").exists()
 
     proc = train(project, python=XLA_PYTHON)
     assert proc.returncode == 0, outcome(proc)

@@ -16,9 +16,7 @@ import os
 import shutil
 {% endif %}
 import signal
-{% if not flags.xla %}
 import sys
-{% endif %}
 {% if flags.xla %}
 import tempfile
 {% endif %}
@@ -26,9 +24,10 @@ import threading
 import time
 {% if flags.xla %}
 from collections.abc import Callable
+from datetime import datetime
 {% endif %}
 from pathlib import Path
-from typing import Any{{ ", NoReturn" if not flags.xla }}
+from typing import Any, NoReturn
 
 import ignite.distributed as idist
 from ignite.engine import Engine, Events
@@ -68,6 +67,8 @@ STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT)
 {% if flags.xla %}
 # The folder where launch_replicas and the TPU replicas it starts meet (inherited by the replicas).
 REPLICAS_FOLDER = "TRAINING_REPLICAS_FOLDER"
+# In that folder while replica 0 has trained iterations that no checkpoint holds yet.
+UNSAVED = "unsaved"
 {% endif %}
 
 
@@ -93,6 +94,8 @@ def catch_stop_signals() -> None:
 {% if flags.xla %}
             if REPLICAS_FOLDER in os.environ:  # the TPU replicas this process started read it
                 (Path(os.environ[REPLICAS_FOLDER]) / "stop").write_text(STOP.reason)
+                if not (Path(os.environ[REPLICAS_FOLDER]) / UNSAVED).exists():
+                    stop_at_once(signum)
 {% endif %}
             # The training processes this one started (spawn) stop too. DataLoader workers, also children,
             # ignore it (loaders.ignore_stop_signals).
@@ -134,6 +137,25 @@ def launch_replicas(launch: Callable[[], None]) -> None:
     shutil.rmtree(folder)
     if failed:
         raise failed[0]
+
+
+def stop_at_once(signum: int) -> NoReturn:
+    """End the replicas and this process now: nothing was trained since the last checkpoint (or the start), so
+    there is nothing to save, and the iteration under way may be a first compilation of minutes."""
+    for child in multiprocessing.active_children():  # the replica processes (a TPU VM's)
+        child.kill()
+    reason = f"{signal.Signals(signum).name}, with nothing trained since the last checkpoint: stopped at once"
+    folder = Path(os.environ[REPLICAS_FOLDER])
+    record = folder / "run_dir"
+    if record.is_file():  # replica 0 has its run directory
+        run_dir = Path(record.read_text())
+        stamp = datetime.now().strftime("%Y-%m-%d %H:%M:%S,%f")[:-3]
+        with open(run_dir / "training.log", "a") as log:
+            log.write(f"{stamp} train INFO: Stopped: {reason}. Run the same command to continue.\n")
+        write_status(run_dir, status="stopped", reason=reason)
+    shutil.rmtree(folder)
+    print(f"Stopped: {reason}.", file=sys.stderr, flush=True)
+    os._exit(128 + signum)
 
 
 def replicas_started() -> None:
@@ -206,6 +228,33 @@ def setup_clean_stop(
         STOP.stop_file = Path(os.environ[REPLICAS_FOLDER]) / "stop"
 {% endif %}
     trainer.state.stop_reason = None
+{% if cookiecutter.save_training %}
+
+    def saved_here(engine: Engine) -> bool:
+        """Whether the newest training checkpoint holds the iteration just trained."""
+        this_iteration = checkpoint_name(config.filename_prefix, engine.state.iteration)
+        return Path(str(save_training.last_checkpoint)).name == this_iteration
+{% elif flags.xla %}
+
+    def saved_here(engine: Engine) -> bool:
+        return False  # save_training is off: no checkpoint holds any iteration
+{% endif %}
+{% if flags.xla %}
+
+    if idist.get_rank() == 0 and REPLICAS_FOLDER in os.environ:
+        folder = Path(os.environ[REPLICAS_FOLDER])
+        (folder / "run_dir").write_text(str(run_dir))
+
+        @trainer.on(Events.ITERATION_COMPLETED | Events.EPOCH_COMPLETED)
+        def note_unsaved(engine: Engine) -> None:
+            # For launch_replicas: a stop while nothing was trained since the last checkpoint ends at once,
+            # without waiting for an iteration whose first XLA compilation can take minutes.
+            if saved_here(engine):
+                (folder / UNSAVED).unlink(missing_ok=True)
+            else:
+                (folder / UNSAVED).touch()
+{% endif %}
+
     checks = Events.ITERATION_COMPLETED | Events.EPOCH_COMPLETED
     if world_size > 1:
         checks = Events.ITERATION_COMPLETED(every=config.log_every_iters)
@@ -231,9 +280,7 @@ def setup_clean_stop(
 {% if cookiecutter.save_training %}
         # A stopped run saves where it stopped, unless it saved there already (every process keeps the list
         # of files saved, and every process takes part in saving).
-        this_iteration = checkpoint_name(config.filename_prefix, state.iteration)
-        saved_here = Path(str(save_training.last_checkpoint)).name == this_iteration
-        if status == "stopped" and not saved_here:
+        if status == "stopped" and not saved_here(engine):
             save_training(engine)
         engine.logger.info("Last training checkpoint: %s", save_training.last_checkpoint)
         if status == "stopped":
