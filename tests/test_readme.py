@@ -2,12 +2,12 @@
 "Outputs", and every command or override it shows is in the project's own command-line syntax.
 
 The READMEs (and the files they describe) are rendered the way cookiecutter renders them, without
-writing a project: the whole grid of templates x trackers x backends x argparsers is then a few
-seconds. `test_rendered_readme_is_the_baked_one` checks that this rendering is cookiecutter's.
+writing a project (`tests/rendering.py`): the whole grid of templates x trackers x backends x argparsers
+is then seconds, once per template (its tests run on one worker, which renders the grid once).
+`test_rendered_readme_is_the_baked_one` checks that this rendering is cookiecutter's.
 `tests/test_commands.py` runs the commands for real.
 """
 
-import functools
 import itertools
 import json
 import re
@@ -17,10 +17,11 @@ from collections import Counter
 import pytest
 import yaml
 from answers import OPTIONS, REPO, TEMPLATES, resolved_launcher, template_context, valid
-from cookiecutter.generate import create_env_with_context, generate_context
+from cookiecutter.generate import generate_context
 from cookiecutter.prompt import prompt_for_config
-from jinja2 import FileSystemLoader
 from projects import load_module
+from rendering import render
+from scheduling import on_one_worker
 
 # The sections of a generated README, in this order (CONTRIBUTING.md, "Generated READMEs"). A README
 # may lack some (no tracker, no TPU, no tests) but never has one twice, another one, or another order.
@@ -61,6 +62,8 @@ LAUNCHERS = {
 BACKEND_CHOICES = ("nccl", "gloo", "xla-tpu")
 # The files whose text these tests read, rendered once per combination.
 FILES = ("README.md", "config.yaml", "machinery/launch.py")
+# A template's tests read one grid of renders: they run on one worker.
+EACH_TEMPLATE = [on_one_worker(f"readme-{template}", template) for template in TEMPLATES]
 
 
 def readme_combos(template: str) -> list[dict]:
@@ -76,24 +79,6 @@ def readme_combos(template: str) -> list[dict]:
             combo["save_best_model"] = index % 2 == 1
         combos.append(valid(combo))
     return combos
-
-
-def render(template: str, answers: dict, *paths: str) -> list[str]:
-    """Files of the project cookiecutter would generate from these answers, rendered but not written."""
-    return list(_render(template, tuple(answers.items()), paths))
-
-
-@functools.cache
-def _render(template: str, answers: tuple, paths: tuple[str, ...]) -> tuple[str, ...]:
-    answers = dict(answers)
-    context = generate_context(context_file=str(REPO / template / "cookiecutter.json"), extra_context=answers)
-    context["cookiecutter"] = prompt_for_config(context, no_input=True)
-    env = create_env_with_context(context)
-    # What cookiecutter's generate_files searches: the project template, then the shared partials.
-    env.loader = FileSystemLoader(
-        [str(REPO / template / "{{cookiecutter.__project_dir}}"), str(REPO / template / "templates")]
-    )
-    return tuple(env.get_template(path).render(**context) for path in paths)
 
 
 def prose(markdown: str) -> str:
@@ -173,7 +158,7 @@ def test_rendered_readme_is_the_baked_one(bake) -> None:
     assert completed != readme, "the hook adds the answers that differ from the defaults"
 
 
-@pytest.mark.parametrize("template", TEMPLATES)
+@pytest.mark.parametrize("template", EACH_TEMPLATE)
 def test_readme_sections_appear_once_in_the_documented_order(template: str) -> None:
     for answers in readme_combos(template):
         readme, _, _ = render(template, answers, *FILES)
@@ -196,7 +181,7 @@ def test_readme_sections_appear_once_in_the_documented_order(template: str) -> N
             assert (heading in found) == present, f"{template} {answers}: {heading} present: {heading in found}"
 
 
-@pytest.mark.parametrize("template", TEMPLATES)
+@pytest.mark.parametrize("template", EACH_TEMPLATE)
 def test_readme_lists_every_run_output_under_outputs(template: str) -> None:
     for answers in readme_combos(template):
         readme, _, _ = render(template, answers, *FILES)
@@ -224,7 +209,7 @@ def test_readme_lists_every_run_output_under_outputs(template: str) -> None:
             )
 
 
-@pytest.mark.parametrize("template", TEMPLATES)
+@pytest.mark.parametrize("template", EACH_TEMPLATE)
 def test_readme_commands_and_hints_use_the_projects_own_syntax(template: str) -> None:
     """Every training command, override example and backend advice of the README, and the advice
     machinery/launch.py prints for nccl without a GPU, parse with the project's argparser and name config keys."""
@@ -248,7 +233,7 @@ def test_readme_commands_and_hints_use_the_projects_own_syntax(template: str) ->
         assert in_readme == expected, f"{template} {answers}: the README's advice for nccl without a GPU: {in_readme}"
 
 
-@pytest.mark.parametrize("template", TEMPLATES)
+@pytest.mark.parametrize("template", EACH_TEMPLATE)
 def test_readme_prose_has_no_broken_plurals_or_glued_code(template: str) -> None:
     for answers in readme_combos(template):
         readme, _, _ = render(template, answers, *FILES)

@@ -4,11 +4,17 @@
 {% if cookiecutter.logger == "visdom" %}
 import html
 {% endif %}
-{% if cookiecutter.logger == "mlflow" %}
+{% if cookiecutter.logger in ["mlflow", "neptune"] %}
 import os
+{% endif %}
+{% if cookiecutter.logger == "neptune" %}
+import uuid
 {% endif %}
 from dataclasses import asdict
 from pathlib import Path
+{% if cookiecutter.logger == "visdom" %}
+from typing import Any
+{% endif %}
 
 {% if cookiecutter.logger == "mlflow" %}
 import mlflow
@@ -25,17 +31,33 @@ from ignite.handlers.{{ flags.tracker_module }} import {{ flags.tracker_class }}
 {% if cookiecutter.logger == "neptune" %}
 from neptune.utils import stringify_unsupported
 {% endif %}
+{% if cookiecutter.logger == "polyaxon" %}
+from polyaxon import settings as polyaxon_settings
+{% endif %}
 
 from config import Config
 {% if cookiecutter.logger == "visdom" %}
 
 
 class PersistentVisdomLogger(VisdomLogger):
-    """A VisdomLogger whose ``close()`` leaves the plots on the server, saved with their last points.
+    """A VisdomLogger whose plots outlast it: ``close()`` leaves them on the server, saved with their last
+    points, and a continued run (preemption.py) plots on in the windows its stopped part drew.
 
     ignite 0.5.5's ``close()`` calls ``Visdom.close()``, which closes every window of the environment,
-    and the environment was last saved while the final plot updates could still be on their way.
+    and the environment was last saved while the final plot updates could still be on their way. Its
+    handlers open each plot in a new window with a random id: here the window is named after the plot's
+    title, and a plot whose window exists already is appended to.
     """
+
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self._draw_line = self.vis.line
+        self.vis.line = self._line_in_named_window
+
+    def _line_in_named_window(self, win: str | None = None, update: str | None = None, **kwargs: Any) -> str:
+        if win is None:  # a plot's first point: Visdom's "append" creates the window if it does not exist
+            win, update = kwargs["opts"]["title"], "append"
+        return self._draw_line(win=win, update=update, **kwargs)
 
     def close(self) -> None:
         self.executor.shutdown()  # waits for the plot updates still being sent
@@ -63,11 +85,24 @@ def setup_tracking(
 {% if cookiecutter.logger == "clearml" %}
     # Credentials come from `clearml-init` (~/clearml.conf) or the CLEARML_API_* variables;
     # CLEARML_OFFLINE_MODE=1 records the run on this machine instead.
+    # A continued run (preemption.py) reports on in the task it started, whose id its directory keeps (offline
+    # too: in the same session folder). continue_last_task=0: the trainer's iterations are reported as they
+    # are, where ClearML would add the task's last iteration to each.
+    task_file = run_dir / "clearml-task-id.txt"
+    started = task_file.read_text() if task_file.is_file() else None
     tracker = ClearMLLogger(
         project_name={{ cookiecutter.project_slug | tojson }},
         task_name=run_dir.name,
+        reuse_last_task_id=started or False,
+        continue_last_task=0,
     )
-    tracker.get_task().connect(asdict(config), name="config")
+    task = tracker.get_task()
+    if started and task.id != started:  # the task is gone, or it was offline and this command is not
+        trainer.logger.warning("ClearML could not continue task %s: this part is task %s", started, task.id)
+    elif started:  # ClearML's own message says "overwriting (reusing)", yet the task keeps what it holds
+        trainer.logger.info("ClearML continues task %s", task.id)
+    task_file.write_text(task.id)
+    task.connect(asdict(config), name="config")
 {% elif cookiecutter.logger == "mlflow" %}
     # MLFLOW_TRACKING_URI names a tracking server; without it, runs go to an SQLite file in output_dir.
     local_store = f"sqlite:///{(Path(config.output_dir) / 'mlflow.db').resolve().as_posix()}"
@@ -85,15 +120,37 @@ def setup_tracking(
         run_id.write_text(tracker.active_run.info.run_id)
 {% elif cookiecutter.logger == "neptune" %}
     # NEPTUNE_API_TOKEN and NEPTUNE_PROJECT say where the run goes; NEPTUNE_MODE=offline keeps it on this machine.
-    tracker = NeptuneLogger(name=run_dir.name)
+    # A continued run (preemption.py) logs on in the run it started: the custom run id its directory keeps.
+    # Offline runs have no custom id: there, each command records a run of its own.
+    id_file = run_dir / "neptune-run-id.txt"
+    continued = id_file.is_file()
+    if not continued:
+        id_file.write_text(uuid.uuid4().hex)
+    tracker = NeptuneLogger(name=run_dir.name, custom_run_id=id_file.read_text())
+    if continued and os.environ.get("NEPTUNE_MODE") == "offline":
+        trainer.logger.warning(
+            "Neptune cannot continue a run offline: this part is a new offline run, also named %s", run_dir.name
+        )
     tracker["config"] = stringify_unsupported(asdict(config))
 {% elif cookiecutter.logger == "polyaxon" %}
     # Inside a Polyaxon job the run is Polyaxon's; elsewhere POLYAXON_HOST names the server, or
     # POLYAXON_IS_OFFLINE=true records the run under POLYAXON_OFFLINE_ROOT.
+    # Offline, a continued run (preemption.py) logs on in the run it started, whose uuid its directory keeps:
+    # Polyaxon reloads it from its folder. On a server, outside a job, Polyaxon's client sends a run's events
+    # only from the process that created it: there the continued part is a new run.
+    uuid_file = run_dir / "polyaxon-run-uuid.txt"
+    started = uuid_file.read_text() if uuid_file.is_file() else None
     tracker = PolyaxonLogger(
         project={{ cookiecutter.project_slug | tojson }},
         name=run_dir.name,
+        run_uuid=started if polyaxon_settings.CLIENT_CONFIG.is_offline else None,
     )
+    run_uuid = tracker.experiment.run_uuid
+    if started and run_uuid != started:
+        trainer.logger.warning(
+            "Polyaxon continues a run offline only: this part is run %s, not %s, also named %s", run_uuid, started, run_dir.name
+        )
+    uuid_file.write_text(run_uuid)
     tracker.log_inputs(**asdict(config))
 {% elif cookiecutter.logger == "tensorboard" %}
     # A continued run (preemption.py) writes on in its run's log: its curves go on where they stopped.
@@ -102,18 +159,25 @@ def setup_tracking(
     if not continued:
         tracker.writer.add_text("config", f"```yaml\n{yaml.safe_dump(asdict(config), sort_keys=False)}```")
 {% elif cookiecutter.logger == "visdom" %}
-    # Needs a running server: `python -m visdom.server`, or VISDOM_SERVER_URL and VISDOM_PORT.
+    # Needs a running server: `python -m visdom.server`, or VISDOM_SERVER_URL and VISDOM_PORT. A continued
+    # run (preemption.py) plots on in the same environment's windows.
     tracker = PersistentVisdomLogger(env=run_dir.name)
     config_text = html.escape(yaml.safe_dump(asdict(config), sort_keys=False))
     tracker.vis.text(f"<pre>{config_text}</pre>", win="config", opts={"title": "config"})
 {% elif cookiecutter.logger == "wandb" %}
     # `wandb login` (or WANDB_API_KEY) once; WANDB_MODE=offline keeps the run here for `wandb sync`.
+    # A continued run (preemption.py) logs on in the W&B run it started, whose id its directory keeps. Offline,
+    # each command writes a folder under that id, which `wandb sync` uploads into the one run, in order.
+    id_file = run_dir / "wandb-run-id.txt"
     tracker = WandBLogger(
         project={{ cookiecutter.project_slug | tojson }},
         name=run_dir.name,
         config=asdict(config),
         dir=run_dir,
+        id=id_file.read_text() if id_file.is_file() else None,
+        resume="allow",
     )
+    id_file.write_text(tracker.run.id)
 {% endif %}
     every = config.log_every_iters
     tracker.attach_output_handler(
