@@ -108,9 +108,11 @@ def distributed_rules(ctx: dict) -> list[str]:
         # An 8-chip TPU host (Kaggle's v5e-8, a v4-8 or v5e-8 TPU VM) runs 8 replicas, started by torch_xla's spawn.
         given = {"launcher": launcher, "nproc_per_node": int(ctx["nproc_per_node"]), "nnodes": int(ctx["nnodes"])}
         required = {"launcher": "spawn", "nproc_per_node": 8, "nnodes": 1}
+        # A multi-host slice (v5e-16 and larger) needs what one TPU VM does not: the README's "TPU pods".
+        pods = {"nnodes": "; a slice of several hosts is not supported yet: see 'TPU pods' in Ignite Templates' README"}
         return [
             f"{key}={ctx[key]!r} is not allowed with backend='xla-tpu': it must be {required[key]!r} "
-            f"(TPU training runs 8 replicas, started by spawn, on one node)"
+            f"(TPU training runs 8 replicas, started by spawn, on one node{pods.get(key, '')})"
             for key in required
             if given[key] != required[key]
         ]

@@ -54,7 +54,7 @@ REJECTED = [
     ("TPU with torchrun", {"backend": "xla-tpu", "launcher": "torchrun"}, "launcher='torchrun' is not allowed"),
     ("TPU with one process", {"backend": "xla-tpu", "launcher": "none"}, "launcher='none' is not allowed"),
     ("TPU with 4 replicas", {"backend": "xla-tpu", "nproc_per_node": "4"}, "nproc_per_node='4' is not allowed"),
-    ("TPU on 2 nodes", {"backend": "xla-tpu", "nnodes": "2"}, "nnodes='2' is not allowed"),
+    ("TPU on 2 nodes", {"backend": "xla-tpu", "nnodes": "2"}, "see 'TPU pods' in Ignite Templates' README"),
 ]
 
 

@@ -73,16 +73,27 @@ def bake_and_train(
     env: dict | None = None,
     template: str = "vision-classification",
     log_every_iters: int = 1,
+    stop_and_continue: bool = False,
     **answers,
 ):
-    """Bake with the tracker and train with the README command under ``heading``; return what the run made."""
+    """Bake with the tracker and train with the README command under ``heading``; return what the run made.
+
+    With ``stop_and_continue``, a SIGTERM stops the command in iteration 2 of the 6 (tests/probes/stop_signals.py)
+    and the same command, run again, continues the run.
+    """
     project = bake(template, logger=logger, **answers)
-    config = make_offline(project, log_every_iters=log_every_iters)
+    config = make_offline(project, log_every_iters=log_every_iters)  # 2 epochs of 3 iterations
     argv, command_env = readme_train_command(project, python=TRACKERS_PYTHON, heading=heading)
     home = tmp_path / "home"  # where trackers keep caches, settings and offline sessions
     home.mkdir(exist_ok=True)
-    run_cmd(argv, cwd=project, env={"HOME": str(home), **command_env, **(env or {})})
+    env = {"HOME": str(home), **command_env, **(env or {})}
+    if stop_and_continue:
+        probe = {"PYTHONPATH": str(REPO / "tests" / "probes"), "STOP_PROBE": "iteration:2"}
+        run_cmd(argv, cwd=project, env={**env, **probe}, returncode=143)
+    run_cmd(argv, cwd=project, env=env)
     (run_dir,) = run_dirs(project, answers.get("output_dir", "./logs"))
+    if stop_and_continue:
+        assert "Continuing the run in" in (run_dir / "training.log").read_text(), "the second command continues the run"
     return project, run_dir, config, command_env
 
 
@@ -97,10 +108,21 @@ def test_mlflow_sqlite_store_holds_the_run(bake, tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize("tracker", sorted(OFFLINE_COMMANDS))
-def test_offline_mode_records_the_run(bake, tmp_path: Path, tracker: str) -> None:
+def test_offline_records_of_a_stopped_and_continued_run_hold_every_step_once(
+    bake, tmp_path: Path, tracker: str
+) -> None:
+    """The README's offline command, stopped and run again: the tracker holds every step once, as an
+    uninterrupted run's, in one run: one ClearML session, one Polyaxon run, W&B offline runs that `wandb sync`
+    uploads as one. Neptune cannot continue a run offline: the log says so, and its two runs hold every step once.
+    """
     plx_root = tmp_path / "polyaxon"  # POLYAXON_OFFLINE_ROOT, else /tmp/plx/offline
     project, run_dir, config, command_env = bake_and_train(
-        bake, tmp_path, tracker, heading="## Experiment tracking", env={"POLYAXON_OFFLINE_ROOT": str(plx_root)}
+        bake,
+        tmp_path,
+        tracker,
+        heading="## Experiment tracking",
+        env={"POLYAXON_OFFLINE_ROOT": str(plx_root)},
+        stop_and_continue=True,
     )
     assert command_env == OFFLINE_COMMANDS[tracker], "the README's offline command sets the tracker's offline mode"
     where = {
@@ -109,7 +131,16 @@ def test_offline_mode_records_the_run(bake, tmp_path: Path, tracker: str) -> Non
         "polyaxon": plx_root,
         "wandb": run_dir,
     }[tracker]
-    check_tracker_records(records(tracker, where, project), run_dir, config)
+    if tracker == "neptune":
+        log = (run_dir / "training.log").read_text()
+        assert "Neptune cannot continue a run offline" in log, "training.log must say the continued part is a new run"
+        runs = tracker_records.neptune(str(where))
+        assert len(runs) == 2, f"one offline run per command, {len(runs)} found"
+        assert runs[0]["name"] == runs[1]["name"] == run_dir.name, "both named after the run directory"
+        recorded = tracker_records.one_after_the_other(runs)
+    else:
+        recorded = records(tracker, where, project)
+    check_tracker_records(recorded, run_dir, config)
 
 
 @pytest.fixture
@@ -139,13 +170,15 @@ def visdom_server(tmp_path: Path) -> Iterator[str]:
             server.wait(timeout=30)
 
 
-def test_visdom_server_shows_the_run_after_training(bake, tmp_path: Path, visdom_server: str) -> None:
+def test_visdom_server_shows_a_stopped_and_continued_run_in_the_same_windows(
+    bake, tmp_path: Path, visdom_server: str
+) -> None:
     server, port = visdom_server.rsplit(":", 1)
     project, run_dir, config, _ = bake_and_train(
-        bake, tmp_path, "visdom", env={"VISDOM_SERVER_URL": server, "VISDOM_PORT": port}
+        bake, tmp_path, "visdom", env={"VISDOM_SERVER_URL": server, "VISDOM_PORT": port}, stop_and_continue=True
     )
     assert readme_block(project, "## Experiment tracking") == "python -m visdom.server"
-    # What a user's browser gets from the server once training has ended: every window, every point.
+    # What a user's browser gets from the server once training has ended: one window a plot, every point once.
     check_tracker_records(records("visdom", visdom_server, project), run_dir, config)
 
 
@@ -215,16 +248,8 @@ def test_a_tracker_without_credentials_or_server_stops_at_once_with_its_own_mess
 def test_a_stopped_and_continued_run_is_one_tracker_run_with_every_step_once(
     bake, tmp_path: Path, tracker: str
 ) -> None:
-    project = bake("vision-classification", logger=tracker, launcher="none")
-    config = make_offline(project)  # 2 epochs of 3 iterations, every loss logged
-    argv, command_env = readme_train_command(project, python=TRACKERS_PYTHON)
-    # SIGTERM during iteration 2 (tests/probes/stop_signals.py), then the same command, which continues the run.
-    probe = {**os.environ, **command_env, "PYTHONPATH": str(REPO / "tests" / "probes"), "STOP_PROBE": "iteration:2"}
-    stopped = subprocess.run(argv, cwd=project, env=probe, capture_output=True, text=True, timeout=300)
-    assert stopped.returncode == 143, stopped.stderr[-3000:]
-    run_cmd(argv, cwd=project, env=command_env)
-    (run_dir,) = run_dirs(project)
-    assert "Continuing the run in" in (run_dir / "training.log").read_text()
+    """The local trackers; the offline modes' and Visdom's runs are stopped and continued in the tests above."""
+    project, run_dir, config, _ = bake_and_train(bake, tmp_path, tracker, launcher="none", stop_and_continue=True)
     where = project / "logs" if tracker == "tensorboard" else f"sqlite:///{project / 'logs' / 'mlflow.db'}"
     # One run in the tracker, holding every step once, as an uninterrupted run's.
     check_tracker_records(records(tracker, where, project), run_dir, config)

@@ -1,7 +1,8 @@
 """What an experiment tracker recorded, read back from what it wrote.
 
 Each reader returns ``{"name": run name, "config": {key: value}, "series": {"tag/name": [[step, value], ...]}}``,
-with the series named as the tracker shows them (``train/train_loss``, ``eval/accuracy``, ``lr/group_0``, ...).
+with the series named as the tracker shows them (``train/train_loss``, ``eval/accuracy``, ``lr/group_0``, ...);
+Neptune's, a list of them: one per offline run (``one_after_the_other`` joins them).
 It reads with the tracker's own client where one reads local data (MLflow), from the live server (Visdom), and
 from the tracker's documented files otherwise. The readers for MLflow and W&B need those packages: run them in the
 trackers venv as ``python tracker_records.py TRACKER WHERE``, which prints the JSON. The others use only the
@@ -53,8 +54,8 @@ def mlflow(tracking_uri: str) -> dict:
     return {"name": run.info.run_name, "config": run.data.params, "series": series}
 
 
-def wandb(run_dir: str) -> dict:
-    """The offline run's transaction log (``run-<id>.wandb``): records in W&B's LevelDB-style log format.
+def _wandb_records(path: Path) -> list:
+    """The records of an offline run's transaction log (``run-<id>.wandb``), in W&B's LevelDB-style log format.
 
     wandb 0.31 has no Python reader for it any more (its Go core writes and syncs it), so the format
     is read here: a 7-byte header, then 32 KiB blocks of chunks (crc32, length, type), each record a
@@ -62,11 +63,10 @@ def wandb(run_dir: str) -> dict:
     """
     from wandb.proto import wandb_internal_pb2
 
-    data = one(sorted(Path(run_dir).glob("wandb/offline-run-*/run-*.wandb"))).read_bytes()
+    data = path.read_bytes()
     ident, magic, _version = struct.unpack("<4sHB", data[:7])
     assert (ident, magic) == (b":W&B", 0xBEE1), "not a W&B transaction log"
-    name, config, series = None, {}, {}
-    block, pos, parts = 32768, 7, []
+    records, block, pos, parts = [], 32768, 7, []
     while pos + 7 <= len(data):
         if block - pos % block < 7:  # a block's tail too short for a chunk header is padding
             pos += block - pos % block
@@ -80,7 +80,24 @@ def wandb(run_dir: str) -> dict:
             continue
         record = wandb_internal_pb2.Record()
         record.ParseFromString(b"".join(parts))
+        records.append(record)
         parts = []
+    return records
+
+
+def wandb(run_dir: str) -> dict:
+    """The run as ``wandb sync`` uploads its offline-run folders (``<run_dir>/wandb/offline-run-*``): one per
+    command, all under one run id, synced one after the other in the order they started, each later one
+    resuming the run (so its run record must ask for a resume: without it, it would replace the run's history).
+    """
+    logs = [_wandb_records(path) for path in Path(run_dir).glob("wandb/offline-run-*/run-*.wandb")]
+    assert logs, f"no offline run under {run_dir}/wandb"
+    runs = [next(record.run for record in log if record.WhichOneof("record_type") == "run") for log in logs]
+    assert len({run.run_id for run in runs}) == 1, f"the offline runs must share one run id: {[r.run_id for r in runs]}"
+    order = sorted(range(len(logs)), key=lambda i: runs[i].start_time.ToNanoseconds())
+    assert all(runs[i].resume for i in order[1:]), "a continued command's offline run must resume the run"
+    name, config, series = None, {}, {}
+    for record in (record for i in order for record in logs[i]):
         which = record.WhichOneof("record_type")
         if which == "run":
             name = record.run.display_name
@@ -96,21 +113,43 @@ def wandb(run_dir: str) -> dict:
     return {"name": name, "config": config, "series": series}
 
 
-def neptune(data_dir: str) -> dict:
-    """The offline run's operation log: ``.neptune/offline/run__*/data-*.log``, one JSON operation a line."""
-    run = one(sorted(Path(data_dir).glob("offline/run__*")))
-    name, config, series = None, {}, {}
-    for log in sorted(run.glob("data-*.log")):
-        for line in log.read_text().splitlines():
-            op = json.loads(line)["obj"]
-            path = op["path"]
-            if path == ["sys", "name"]:
-                name = op["value"]
-            elif path[0] == "config" and op["type"].startswith("Assign"):
-                config[path[1]] = op["value"]
-            elif op["type"] == "LogFloats" and path[0] != "monitoring":
-                series.setdefault("/".join(path), []).extend([v["step"], v["value"]] for v in op["values"])
-    return {"name": name, "config": config, "series": series}
+def neptune(data_dir: str) -> list[dict]:
+    """Each offline run under ``data_dir``, in the order they were created (Neptune's offline runs cannot be
+    continued: a continued command records one of its own, which ``neptune sync`` uploads as a run of its own).
+
+    A run is ``.neptune/offline/run__*/``: ``metadata.json`` and its operation log, ``data-*.log``, one JSON
+    operation a line.
+    """
+    runs = []
+    folders = sorted(Path(data_dir).glob("offline/run__*"), key=lambda run: _created_at(run / "metadata.json"))
+    for run in folders:
+        name, config, series = None, {}, {}
+        for log in sorted(run.glob("data-*.log")):
+            for line in log.read_text().splitlines():
+                op = json.loads(line)["obj"]
+                path = op["path"]
+                if path == ["sys", "name"]:
+                    name = op["value"]
+                elif path[0] == "config" and op["type"].startswith("Assign"):
+                    config[path[1]] = op["value"]
+                elif op["type"] == "LogFloats" and path[0] != "monitoring":
+                    series.setdefault("/".join(path), []).extend([v["step"], v["value"]] for v in op["values"])
+        runs.append({"name": name, "config": config, "series": series})
+    return runs
+
+
+def _created_at(metadata: Path) -> str:
+    return json.loads(metadata.read_text())["createdAt"]  # ISO 8601, in UTC: sorts as the times do
+
+
+def one_after_the_other(runs: list[dict]) -> dict:
+    """Several runs' records as one run would hold them: the series of each run after the last one's, under the
+    last run's name and config (what a tracker that cannot continue a run shows over its runs)."""
+    series = {}
+    for run in runs:
+        for key, points in run["series"].items():
+            series.setdefault(key, []).extend(points)
+    return {**runs[-1], "series": series}
 
 
 def clearml(offline_dir: str) -> dict:
@@ -153,6 +192,8 @@ def visdom(server: str) -> dict:
     env = envs[0]
     windows = _post(f"{server}/win_data", {"eid": env, "win": None}).values()
     config, series = None, {}
+    titles = [window["title"] for window in windows]
+    assert len(titles) == len(set(titles)), f"one window per plot (a continued run plots on in its windows): {titles}"
     for window in windows:
         if window["type"] == "text":
             config = yaml.safe_load(html.unescape(re.fullmatch(r"<pre>(.*)</pre>", window["content"], re.S)[1]))
