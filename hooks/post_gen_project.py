@@ -79,6 +79,7 @@ def remove_unchosen(ctx: dict, root: Path) -> None:
     if ctx["backend"] != "xla-tpu":
         (root / "machinery" / "xla.py").unlink()
         (root / "machinery" / "xla_metrics.py").unlink()
+        (root / "machinery" / "replicas.py").unlink()
         if ctx["include_test"]:
             (root / "tests" / "test_xla.py").unlink()
     if not ctx["_eval_metric"]:  # a template without an evaluator (the GAN)

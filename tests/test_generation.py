@@ -120,6 +120,7 @@ def test_generated_files_are_the_ones_the_answers_ask_for(baked, template: str, 
     tpu = combo["backend"] == "xla-tpu"
     assert ("machinery/xla.py" in names) == tpu, "machinery/xla.py exactly in a TPU project"
     assert ("machinery/xla_metrics.py" in names) == tpu, "machinery/xla_metrics.py exactly in a TPU project"
+    assert ("machinery/replicas.py" in names) == tpu, "machinery/replicas.py exactly in a TPU project"
     assert ("tests/test_xla.py" in names) == (tpu and combo["include_test"]), "tests/test_xla.py: TPU projects' tests"
 
 

@@ -9,10 +9,13 @@ all be there, under the run's name (`tracker_checks.check_tracker_records`).
 Each tracker runs in its local mode: an MLflow SQLite store; the offline modes of ClearML, Neptune,
 Polyaxon and Weights & Biases, with the exact command the README gives; Visdom, which keeps nothing
 offline, against a real Visdom server on a free loopback port. TensorBoard is checked the same way in
-test_training_runs.py, in the base venv. A GAN run is read back too (its four losses, both optimizers'
-learning rates, at a logging interval of 2, in the store MLFLOW_TRACKING_URI names); each tracker's
-generated tests pass offline; W&B and Neptune without credentials, and Visdom without a server, stop the
-run at once with their own message. What no test here can check: that a hosted service
+test_training_runs.py, in the base venv. Each tracker's run is stopped in iteration 2 (SIGTERM) and continued
+by the same command, and must then hold every step once, as an uninterrupted run's, in one run (the offline
+modes' and Visdom's record tests are those runs; TensorBoard's and MLflow's have a test of their own), except
+Neptune's offline runs, which cannot be continued: the log says so. A GAN run is read back too (its four
+losses, both optimizers' learning rates, at a logging interval of 2, in the store MLFLOW_TRACKING_URI names);
+each tracker's generated tests pass offline; W&B and Neptune without credentials, and Visdom without a
+server, stop the run at once with their own message. What no test here can check: that a hosted service
 (app.clear.ml, neptune.ai, wandb.ai, a Polyaxon or MLflow server) accepts the upload, and Visdom's web
 page (the server is started without its first-run download of the page's scripts; the data API needs none).
 """

@@ -33,6 +33,9 @@ from machinery.handlers import (
 )
 from machinery.launch import RunOutputs
 from machinery.preemption import setup_clean_stop
+{% if flags.xla %}
+from machinery.replicas import follow_launcher
+{% endif %}
 {% if cookiecutter.logger != "none" %}
 from machinery.tracking import setup_tracking
 {% endif %}
@@ -95,6 +98,10 @@ def fit(
     setup_clean_stop(trainer, config, run_dir)
     # No training checkpoints: resume_from holds a model's weights (a best model, say), which are what it loads.
     to_load = {name: obj for name, obj in to_save.items() if isinstance(obj, torch.nn.Module)}
+{% endif %}
+{% if flags.xla %}
+    # The replicas stop when their launcher is asked to, which stops at once if nothing is unsaved.
+    follow_launcher(trainer, run_dir{{ ", save_training" if cookiecutter.save_training }})
 {% endif %}
 {% if cookiecutter.logger != "none" %}
     optimizers = {name: obj for name, obj in to_save.items() if isinstance(obj, torch.optim.Optimizer)}

@@ -1,14 +1,7 @@
 {% import "flags.j2" as flags with context %}
 """Handlers on the engines: loss logging and progress, checkpoints, stopping rules, resuming."""
 
-{% if flags.save_checkpoints %}
-import errno
-{% endif %}
 import logging
-{% if flags.save_checkpoints %}
-import re
-import shutil
-{% endif %}
 {% if flags.ranked %}
 from collections.abc import Callable
 {% endif %}
@@ -44,7 +37,9 @@ from ignite.handlers import (
 from config import Config
 from machinery.preemption import STOP, asked_to_stop
 {% if cookiecutter.save_training %}
-from machinery.runs import saved_training_checkpoints
+from machinery.run_files import raise_if_disk_full, saved_training_checkpoints
+{% elif flags.save_checkpoints %}
+from machinery.run_files import raise_if_disk_full
 {% endif %}
 
 
@@ -147,36 +142,6 @@ class SaveThenRemove(DiskSaver):
             if dropped != filename:  # rewritten in place
                 super().remove(dropped)
         self.dropped.clear()
-
-
-class _ByteCount:
-    """A file that only counts what is written to it."""
-
-    size = 0
-
-    def write(self, data: bytes) -> int:
-        self.size += len(data)
-        return len(data)
-
-    def flush(self) -> None:
-        pass
-
-
-def raise_if_disk_full(checkpoint: Any, path: Path, error: Exception) -> None:
-    """After writing ``path`` failed (torch.save says only "unexpected pos"): if its disk lacks the space, raise
-    an OSError (ENOSPC) naming the file and the space (record_failure then records the run as stopped)."""
-    for leftover in path.parent.glob("tmp*"):  # DiskSaver's temporary file, if closing it failed too
-        if re.fullmatch(r"tmp[a-z0-9_]{8}", leftover.name):
-            leftover.unlink()
-    needed, free = _ByteCount(), shutil.disk_usage(path.parent).free
-    torch.save(checkpoint, needed)
-    if needed.size > free:
-        raise OSError(
-            errno.ENOSPC,
-            f"No space left on device for {path.name} in {path.parent}: it takes {needed.size / 2**20:.1f} MiB, "
-            f"{free / 2**20:.1f} MiB are free. The checkpoints saved before it are kept: free some space and run "
-            "the same command to continue",
-        ) from error
 
 
 def count_saved_files(handler: Checkpoint, saved: list[tuple[float, Path]]) -> None:

@@ -32,7 +32,8 @@ from tqdm import tqdm
 
 from config import Config
 {% if flags.xla %}
-from machinery.preemption import catch_stop_signals, replicas_started
+from machinery.preemption import catch_stop_signals
+from machinery.replicas import replicas_started
 {% else %}
 from machinery.preemption import catch_stop_signals, end_process, {{ "exit_if_stopped" if flags.spawn_here else "exit_status" }}
 {% endif %}

@@ -12,22 +12,17 @@ import atexit
 {% endif %}
 import multiprocessing
 import os
-{% if flags.xla %}
-import shutil
-{% endif %}
 import signal
+{% if not flags.xla %}
 import sys
-{% if flags.xla %}
-import tempfile
 {% endif %}
 import threading
 import time
 {% if flags.xla %}
 from collections.abc import Callable
-from datetime import datetime
 {% endif %}
 from pathlib import Path
-from typing import Any, NoReturn
+from typing import Any{{ ", NoReturn" if not flags.xla }}
 
 import ignite.distributed as idist
 from ignite.engine import Engine, Events
@@ -37,7 +32,8 @@ from ignite.handlers import Checkpoint
 
 from config import Config
 {% if cookiecutter.save_training %}
-from machinery.runs import checkpoint_name, write_status
+from machinery.run_files import checkpoint_name
+from machinery.runs import write_status
 {% else %}
 from machinery.runs import write_status
 {% endif %}
@@ -54,7 +50,8 @@ class StopRequest:
     deadline = float("inf")  # limit_sec from the start of training (setup_clean_stop)
 {% endif %}
 {% if flags.xla %}
-    stop_file: Path | None = None  # written by launch_replicas when it is asked to stop
+    stop_file: Path | None = None  # a TPU replica's: written by its launcher when asked to stop (replicas.py)
+    pass_on: Callable[[int], None] | None = None  # a TPU launcher's: passes a stop on to its replicas
 {% endif %}
     handled_in = 0  # the process whose stop signals catch_stop_signals handles (a forked child's are its own)
     # With several processes: whether any of them was asked to stop, as of the last loss reading, where they
@@ -64,12 +61,6 @@ class StopRequest:
 
 STOP = StopRequest()
 STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT)
-{% if flags.xla %}
-# The folder where launch_replicas and the TPU replicas it starts meet (inherited by the replicas).
-REPLICAS_FOLDER = "TRAINING_REPLICAS_FOLDER"
-# In that folder while replica 0 has trained iterations that no checkpoint holds yet.
-UNSAVED = "unsaved"
-{% endif %}
 
 
 def catch_stop_signals() -> None:
@@ -79,7 +70,7 @@ def catch_stop_signals() -> None:
     process that spawned this one) and a job scheduler may each deliver it.
     """
     if threading.current_thread() is not threading.main_thread():
-        return  # a TPU replica's training thread, where Python cannot handle signals: see launch_replicas
+        return  # a TPU replica's training thread, where Python cannot handle signals: replicas.py
     if STOP.handled_in == os.getpid():
         return  # installed already: by launch, before start_run in the same process
     STOP.handled_in = os.getpid()
@@ -92,10 +83,8 @@ def catch_stop_signals() -> None:
         if STOP.signum is None:
             STOP.signum, STOP.reason, STOP.at = signum, signal.Signals(signum).name, time.monotonic()
 {% if flags.xla %}
-            if REPLICAS_FOLDER in os.environ:  # the TPU replicas this process started read it
-                (Path(os.environ[REPLICAS_FOLDER]) / "stop").write_text(STOP.reason)
-                if not (Path(os.environ[REPLICAS_FOLDER]) / UNSAVED).exists():
-                    stop_at_once(signum)
+            if STOP.pass_on is not None:  # a TPU launcher's replicas (replicas.launch_replicas)
+                STOP.pass_on(signum)
 {% endif %}
             # The training processes this one started (spawn) stop too. DataLoader workers, also children,
             # ignore it (loaders.ignore_stop_signals).
@@ -104,65 +93,6 @@ def catch_stop_signals() -> None:
 
     for signum in STOP_SIGNALS:
         signal.signal(signum, request_stop)
-{% if flags.xla %}
-
-
-def launch_replicas(launch: Callable[[], None]) -> None:
-    """Call ``launch`` (torch_xla.launch) so that a stop signal to this process stops its replicas cleanly.
-
-    Each replica trains in a thread, where Python cannot handle signals. The replicas start with the stop
-    signals ignored (inherited from this process) and read a stop from a file this process writes; it
-    catches the signals again once they have all started (replicas_started).
-    """
-    folder = Path(tempfile.mkdtemp())
-    os.environ[REPLICAS_FOLDER] = str(folder)
-    caught = {signum: signal.signal(signum, signal.SIG_IGN) for signum in STOP_SIGNALS}
-    failed: list[BaseException] = []
-
-    def launch_and_keep_error() -> None:
-        try:
-            launch()
-        except BaseException as error:  # raised again below, in the main thread
-            failed.append(error)
-
-    launcher = threading.Thread(target=launch_and_keep_error)
-    launcher.start()
-    while launcher.is_alive() and not (folder / "started").exists():
-        launcher.join(0.1)
-    for signum, handler in caught.items():  # this process's handlers (an earlier run's, in a notebook), if any
-        signal.signal(signum, handler)
-    catch_stop_signals()
-    while launcher.is_alive():
-        launcher.join(0.5)  # returns now and then: signal handlers run in this thread only
-    shutil.rmtree(folder)
-    if failed:
-        raise failed[0]
-
-
-def stop_at_once(signum: int) -> NoReturn:
-    """End the replicas and this process now: nothing was trained since the last checkpoint (or the start), so
-    there is nothing to save, and the iteration under way may be a first compilation of minutes."""
-    for child in multiprocessing.active_children():  # the replica processes (a TPU VM's)
-        child.kill()
-    reason = f"{signal.Signals(signum).name}, with nothing trained since the last checkpoint: stopped at once"
-    folder = Path(os.environ[REPLICAS_FOLDER])
-    record = folder / "run_dir"
-    if record.is_file():  # replica 0 has its run directory
-        run_dir = Path(record.read_text())
-        stamp = datetime.now().strftime("%Y-%m-%d %H:%M:%S,%f")[:-3]
-        with open(run_dir / "training.log", "a") as log:
-            log.write(f"{stamp} train INFO: Stopped: {reason}. Run the same command to continue.\n")
-        write_status(run_dir, status="stopped", reason=reason)
-    shutil.rmtree(folder)
-    print(f"Stopped: {reason}.", file=sys.stderr, flush=True)
-    os._exit(128 + signum)
-
-
-def replicas_started() -> None:
-    """Tell launch_replicas, from replica 0 once every replica has joined, that it may catch signals again."""
-    if idist.get_rank() == 0 and REPLICAS_FOLDER in os.environ:
-        (Path(os.environ[REPLICAS_FOLDER]) / "started").touch()
-{% endif %}
 
 
 def asked_to_stop() -> bool:
@@ -223,10 +153,6 @@ def setup_clean_stop(
     # Each command trains for limit_sec at most, and the same command continues.
     STOP.limit_sec, STOP.deadline = config.limit_sec, time.monotonic() + config.limit_sec
 {% endif %}
-{% if flags.xla %}
-    if REPLICAS_FOLDER in os.environ:
-        STOP.stop_file = Path(os.environ[REPLICAS_FOLDER]) / "stop"
-{% endif %}
     trainer.state.stop_reason = None
 {% if cookiecutter.save_training %}
 
@@ -234,25 +160,6 @@ def setup_clean_stop(
         """Whether the newest training checkpoint holds the iteration just trained."""
         this_iteration = checkpoint_name(config.filename_prefix, engine.state.iteration)
         return Path(str(save_training.last_checkpoint)).name == this_iteration
-{% elif flags.xla %}
-
-    def saved_here(engine: Engine) -> bool:
-        return False  # save_training is off: no checkpoint holds any iteration
-{% endif %}
-{% if flags.xla %}
-
-    if idist.get_rank() == 0 and REPLICAS_FOLDER in os.environ:
-        folder = Path(os.environ[REPLICAS_FOLDER])
-        (folder / "run_dir").write_text(str(run_dir))
-
-        @trainer.on(Events.ITERATION_COMPLETED | Events.EPOCH_COMPLETED)
-        def note_unsaved(engine: Engine) -> None:
-            # For launch_replicas: a stop while nothing was trained since the last checkpoint ends at once,
-            # without waiting for an iteration whose first XLA compilation can take minutes.
-            if saved_here(engine):
-                (folder / UNSAVED).unlink(missing_ok=True)
-            else:
-                (folder / UNSAVED).touch()
 {% endif %}
 
     checks = Events.ITERATION_COMPLETED | Events.EPOCH_COMPLETED

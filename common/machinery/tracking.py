@@ -31,9 +31,6 @@ from ignite.handlers.{{ flags.tracker_module }} import {{ flags.tracker_class }}
 {% if cookiecutter.logger == "neptune" %}
 from neptune.utils import stringify_unsupported
 {% endif %}
-{% if cookiecutter.logger == "polyaxon" %}
-from polyaxon import settings as polyaxon_settings
-{% endif %}
 
 from config import Config
 {% if cookiecutter.logger == "visdom" %}
@@ -123,18 +120,22 @@ def setup_tracking(
     # A continued run (preemption.py) logs on in the run it started: the custom run id its directory keeps.
     # Offline runs have no custom id: there, each command records a run of its own.
     id_file = run_dir / "neptune-run-id.txt"
-    continued = id_file.is_file()
-    if not continued:
-        id_file.write_text(uuid.uuid4().hex)
-    tracker = NeptuneLogger(name=run_dir.name, custom_run_id=id_file.read_text())
-    if continued and os.environ.get("NEPTUNE_MODE") == "offline":
+    started = id_file.read_text() if id_file.is_file() else None
+    custom_run_id = started or uuid.uuid4().hex
+    tracker = NeptuneLogger(name=run_dir.name, custom_run_id=custom_run_id)
+    if started and os.environ.get("NEPTUNE_MODE") == "offline":
         trainer.logger.warning(
             "Neptune cannot continue a run offline: this part is a new offline run, also named %s", run_dir.name
         )
+    id_file.write_text(custom_run_id)
     tracker["config"] = stringify_unsupported(asdict(config))
 {% elif cookiecutter.logger == "polyaxon" %}
     # Inside a Polyaxon job the run is Polyaxon's; elsewhere POLYAXON_HOST names the server, or
     # POLYAXON_IS_OFFLINE=true records the run under POLYAXON_OFFLINE_ROOT.
+    # Polyaxon reads its settings (POLYAXON_IS_OFFLINE) once, on its first import, which PolyaxonLogger makes
+    # when created: imported here, they are the settings the logger goes by.
+    from polyaxon import settings as polyaxon_settings
+
     # Offline, a continued run (preemption.py) logs on in the run it started, whose uuid its directory keeps:
     # Polyaxon reloads it from its folder. On a server, outside a job, Polyaxon's client sends a run's events
     # only from the process that created it: there the continued part is a new run.
@@ -148,7 +149,10 @@ def setup_tracking(
     run_uuid = tracker.experiment.run_uuid
     if started and run_uuid != started:
         trainer.logger.warning(
-            "Polyaxon continues a run offline only: this part is run %s, not %s, also named %s", run_uuid, started, run_dir.name
+            "Polyaxon continues a run offline only: this part is run %s, not %s, also named %s",
+            run_uuid,
+            started,
+            run_dir.name,
         )
     uuid_file.write_text(run_uuid)
     tracker.log_inputs(**asdict(config))

@@ -23,7 +23,8 @@ from config import Config
 {% if flags.eval_metric %}
 from machinery.loaders import EvalShard
 {% endif %}
-from machinery.preemption import exit_if_stopped, launch_replicas
+from machinery.preemption import catch_stop_signals, exit_if_stopped
+from machinery.replicas import launch_replicas
 from machinery.runs import run_recorded
 
 # torch_xla 2.7 removed these names of torch_xla.core.xla_model in favour of torch_xla.runtime; ignite
@@ -53,7 +54,7 @@ def launch(run: Callable[[int, Config], None], config: Config) -> None:
     which PJRT refuses (torch_xla >= 2.6 takes one replica per device or 1). ``torch_xla.launch`` starts
     one per device, and each replica compares the count with ``nproc_per_node`` (``check_replicas``).
     """
-    # A stop signal to this process stops the replicas cleanly (preemption.launch_replicas).
+    catch_stop_signals()  # a stop signal to this process stops the replicas cleanly (replicas.py)
     launch_replicas(lambda: torch_xla.launch(_xla_replica, args=(run, config)))
     exit_if_stopped()
 

@@ -1,0 +1,132 @@
+{% import "flags.j2" as flags with context %}
+"""The TPU launcher and its replicas: a stop signal to ``python main.py`` stops the replicas cleanly.
+
+Each replica trains in a thread (or, on a TPU VM, in a process of its own), where Python cannot handle
+signals: the launcher catches them and passes a stop on through a folder the replicas inherit. When nothing
+was trained since the last checkpoint (or the start), it ends them and itself at once instead: on a TPU,
+the iteration under way may be a first compilation that outlasts a preemption notice.
+"""
+
+import multiprocessing
+import os
+import shutil
+import signal
+import sys
+import tempfile
+import threading
+from collections.abc import Callable
+from datetime import datetime
+from pathlib import Path
+from typing import NoReturn
+
+import ignite.distributed as idist
+from ignite.engine import Engine, Events
+{% if cookiecutter.save_training %}
+from ignite.handlers import Checkpoint
+{% endif %}
+
+from machinery.preemption import STOP, STOP_SIGNALS
+{% if cookiecutter.save_training %}
+from machinery.run_files import checkpoint_name
+{% endif %}
+from machinery.runs import write_status
+
+# The folder where the launcher and its replicas meet (inherited by the replicas).
+REPLICAS_FOLDER = "TRAINING_REPLICAS_FOLDER"
+# In that folder while replica 0 has trained iterations that no checkpoint holds yet.
+UNSAVED = "unsaved"
+
+
+def launch_replicas(launch: Callable[[], None]) -> None:
+    """Call ``launch`` (torch_xla.launch) in a thread, with this process's stop signals passed on to the replicas.
+
+    The replicas start with the stop signals ignored (inherited from this process) and read a stop from a
+    file this process writes; its own handlers (preemption.catch_stop_signals) come back once the replicas
+    have all started (replicas_started).
+    """
+    folder = Path(tempfile.mkdtemp())
+    os.environ[REPLICAS_FOLDER] = str(folder)
+    STOP.pass_on = _pass_on
+    caught = {signum: signal.signal(signum, signal.SIG_IGN) for signum in STOP_SIGNALS}
+    failed: list[BaseException] = []
+
+    def launch_and_keep_error() -> None:
+        try:
+            launch()
+        except BaseException as error:  # raised again below, in the main thread
+            failed.append(error)
+
+    launcher = threading.Thread(target=launch_and_keep_error)
+    launcher.start()
+    while launcher.is_alive() and not (folder / "started").exists():
+        launcher.join(0.1)
+    for signum, handler in caught.items():
+        signal.signal(signum, handler)
+    while launcher.is_alive():
+        launcher.join(0.5)  # returns now and then: signal handlers run in this thread only
+    shutil.rmtree(folder)
+    if failed:
+        raise failed[0]
+
+
+def _pass_on(signum: int) -> None:
+    """Tell the replicas to stop (they read the file as they check for a stop); end at once if nothing is unsaved."""
+    folder = Path(os.environ[REPLICAS_FOLDER])
+    (folder / "stop").write_text(signal.Signals(signum).name)
+    if not (folder / UNSAVED).exists():
+        stop_at_once(signum)
+
+
+def stop_at_once(signum: int) -> NoReturn:
+    """End the replicas and this process now: nothing was trained since the last checkpoint (or the start), so
+    there is nothing to save, and the iteration under way may be a first compilation of minutes."""
+    for child in multiprocessing.active_children():  # the replica processes (a TPU VM's)
+        child.kill()
+    reason = f"{signal.Signals(signum).name}, with nothing trained since the last checkpoint: stopped at once"
+    folder = Path(os.environ[REPLICAS_FOLDER])
+    if (folder / "run_dir").is_file():  # replica 0 has its run directory
+        run_dir = Path((folder / "run_dir").read_text())
+        stamp = datetime.now().strftime("%Y-%m-%d %H:%M:%S,%f")[:-3]
+        with open(run_dir / "training.log", "a") as log:
+            log.write(f"{stamp} train INFO: Stopped: {reason}. Run the same command to continue.\n")
+        write_status(run_dir, status="stopped", reason=reason)
+    shutil.rmtree(folder)
+    print(f"Stopped: {reason}.", file=sys.stderr, flush=True)
+    os._exit(128 + signum)
+
+
+def replicas_started() -> None:
+    """Tell launch_replicas, from replica 0 once every replica has joined, that it may catch signals again."""
+    if idist.get_rank() == 0 and REPLICAS_FOLDER in os.environ:
+        (Path(os.environ[REPLICAS_FOLDER]) / "started").touch()
+
+
+def follow_launcher(
+    trainer: Engine,
+    run_dir: Path,
+{% if cookiecutter.save_training %}
+    save_training: Checkpoint,
+{% endif %}
+) -> None:
+    """In each replica: stop when the launcher says so; on replica 0, tell it whether anything is unsaved."""
+    if REPLICAS_FOLDER not in os.environ:
+        return  # not started by launch_replicas (a test calling run() itself)
+    folder = Path(os.environ[REPLICAS_FOLDER])
+    STOP.stop_file = folder / "stop"  # read by preemption.asked_to_stop
+    if idist.get_rank() != 0:
+        return
+    (folder / "run_dir").write_text(str(run_dir))
+
+    @trainer.on(Events.ITERATION_COMPLETED | Events.EPOCH_COMPLETED)
+    def note_unsaved(engine: Engine) -> None:
+{% if cookiecutter.save_training %}
+        # The epoch's last iteration is saved at the epoch's end, after its ITERATION_COMPLETED.
+        this_iteration = checkpoint_name(save_training.filename_prefix, engine.state.iteration)
+        saved = Path(str(save_training.last_checkpoint)).name == this_iteration
+{% else %}
+        saved = False  # save_training is off: no checkpoint holds any iteration
+{% endif %}
+        if saved:
+            (folder / UNSAVED).unlink(missing_ok=True)
+        else:
+            (folder / UNSAVED).touch()

@@ -1,0 +1,1 @@
+../../../common/machinery/run_files.py
