@@ -3,8 +3,8 @@
 
 Each replica trains in a thread (or, on a TPU VM, in a process of its own), where Python cannot handle
 signals: the launcher catches them and passes a stop on through a folder the replicas inherit. When nothing
-was trained since the last checkpoint (or the start), it ends them and itself at once instead: on a TPU,
-the iteration under way may be a first compilation that outlasts a preemption notice.
+was trained since the last checkpoint (or the start) but the command's first iteration, it ends them and
+itself at once instead: on a TPU, that first iteration compiles, for longer than a preemption notice may last.
 """
 
 import multiprocessing
@@ -116,9 +116,18 @@ def follow_launcher(
     if idist.get_rank() != 0:
         return
     (folder / "run_dir").write_text(str(run_dir))
+    unsaved = folder / UNSAVED
+
+    @trainer.on(Events.ITERATION_STARTED)
+    def note_training(engine: Engine) -> None:
+        # From this command's second iteration on, work is under way that a stop must save. Not during its
+        # first: that one compiles (for minutes on a TPU), and a stop then loses one iteration at most. The
+        # other replicas may be an iteration ahead of replica 0: they wait for its gradients at each step.
+        if engine.state.iteration > engine.state.first_iteration:
+            unsaved.touch()
 
     @trainer.on(Events.ITERATION_COMPLETED | Events.EPOCH_COMPLETED)
-    def note_unsaved(engine: Engine) -> None:
+    def note_saved(engine: Engine) -> None:
 {% if cookiecutter.save_training %}
         # The epoch's last iteration is saved at the epoch's end, after its ITERATION_COMPLETED.
         this_iteration = checkpoint_name(save_training.filename_prefix, engine.state.iteration)
@@ -127,6 +136,10 @@ def follow_launcher(
         saved = False  # save_training is off: no checkpoint holds any iteration
 {% endif %}
         if saved:
-            (folder / UNSAVED).unlink(missing_ok=True)
+            unsaved.unlink(missing_ok=True)
         else:
-            (folder / UNSAVED).touch()
+            unsaved.touch()
+
+    @trainer.on(Events.STARTED)
+    def note_start(engine: Engine) -> None:
+        engine.state.first_iteration = engine.state.iteration + 1  # a continued run starts where it stopped
