@@ -15,9 +15,9 @@ from xdist.scheduler import LoadScopeScheduling
 # "test_x[vision-classification@tpu-run-vision-classification]": the group follows the last "@" in the id.
 _GROUP = re.compile(r"@([^@\[\]]+)\]$")
 # The tests of these files run on one worker, one after the other: they train on the XLA CPU device, whose
-# runtime starts a pool of threads per process (16 for 8 replicas), and two such processes side by side on 2
-# cores mostly wait on each other (measured: two 8-replica runs at once, 132 and 155 s, with the CPU 47% busy;
-# one alone, 47 s; beside a single-threaded process, 57 s). The other worker meanwhile runs CPU tests.
+# runtime starts a pool of threads per process (16 for 8 replicas, whose collectives wait for every replica
+# thread), so two such runs never share the 2 cores; the other worker meanwhile runs CPU tests, one thread
+# each (an 8-replica vision run measured 47 s alone; CONTRIBUTING.md, "What the suite costs").
 ONE_WORKER_FILES = {"tests/test_xla_runs.py": "xla", "tests/test_xla_replicas.py": "xla"}
 
 
