@@ -32,11 +32,9 @@ from ignite.handlers import Checkpoint
 
 from config import Config
 {% if cookiecutter.save_training %}
-from machinery.run_files import checkpoint_name
-from machinery.runs import write_status
-{% else %}
-from machinery.runs import write_status
+from machinery.run_files import saved_at
 {% endif %}
+from machinery.runs import write_status
 
 
 class StopRequest:
@@ -154,14 +152,6 @@ def setup_clean_stop(
     STOP.limit_sec, STOP.deadline = config.limit_sec, time.monotonic() + config.limit_sec
 {% endif %}
     trainer.state.stop_reason = None
-{% if cookiecutter.save_training %}
-
-    def saved_here(engine: Engine) -> bool:
-        """Whether the newest training checkpoint holds the iteration just trained."""
-        this_iteration = checkpoint_name(config.filename_prefix, engine.state.iteration)
-        return Path(str(save_training.last_checkpoint)).name == this_iteration
-{% endif %}
-
     checks = Events.ITERATION_COMPLETED | Events.EPOCH_COMPLETED
     if world_size > 1:
         checks = Events.ITERATION_COMPLETED(every=config.log_every_iters)
@@ -187,7 +177,7 @@ def setup_clean_stop(
 {% if cookiecutter.save_training %}
         # A stopped run saves where it stopped, unless it saved there already (every process keeps the list
         # of files saved, and every process takes part in saving).
-        if status == "stopped" and not saved_here(engine):
+        if status == "stopped" and not saved_at(save_training, state.iteration):
             save_training(engine)
         engine.logger.info("Last training checkpoint: %s", save_training.last_checkpoint)
         if status == "stopped":

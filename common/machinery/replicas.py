@@ -27,7 +27,7 @@ from ignite.handlers import Checkpoint
 
 from machinery.preemption import STOP, STOP_SIGNALS
 {% if cookiecutter.save_training %}
-from machinery.run_files import checkpoint_name
+from machinery.run_files import saved_at
 {% endif %}
 from machinery.runs import write_status
 
@@ -130,8 +130,7 @@ def follow_launcher(
     def note_saved(engine: Engine) -> None:
 {% if cookiecutter.save_training %}
         # The epoch's last iteration is saved at the epoch's end, after its ITERATION_COMPLETED.
-        this_iteration = checkpoint_name(save_training.filename_prefix, engine.state.iteration)
-        saved = Path(str(save_training.last_checkpoint)).name == this_iteration
+        saved = saved_at(save_training, engine.state.iteration)
 {% else %}
         saved = False  # save_training is off: no checkpoint holds any iteration
 {% endif %}

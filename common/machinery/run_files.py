@@ -22,6 +22,9 @@ from typing import IO{{ ", Any" if flags.save_checkpoints }}
 import torch
 {% endif %}
 import yaml
+{% if cookiecutter.save_training %}
+from ignite.handlers import Checkpoint
+{% endif %}
 
 if os.name == "posix":
     import fcntl
@@ -104,6 +107,11 @@ def checkpoint_name(filename_prefix: str, iteration: int | str) -> str:
     """The file name of the training checkpoint of ``iteration`` (ignite's Checkpoint names it so; "*": the
     pattern of them all)."""
     return f"{filename_prefix}_checkpoint_{iteration}.pt"
+
+
+def saved_at(save_training: Checkpoint, iteration: int) -> bool:
+    """Whether the newest training checkpoint ``save_training`` wrote holds ``iteration``."""
+    return Path(str(save_training.last_checkpoint)).name == checkpoint_name(save_training.filename_prefix, iteration)
 
 
 def saved_training_checkpoints(run_dir: Path, filename_prefix: str) -> list[tuple[int, Path]]:
