@@ -18,6 +18,7 @@ from checkpoints import differences, load_checkpoint
 from environments import PYTHON
 from projects import (
     LEARNING_TESTS,
+    QUICK_MODELS,
     free_port,
     make_offline,
     read_log,
@@ -304,7 +305,8 @@ def test_text_project_trains_with_each_launcher(bake, tmp_path, launcher: str) -
 SEGMENTATION_RUNS = {
     # The CUDA mixed-precision code (its scaler off on a CPU), DeterministicEngine, FCN (auxiliary head).
     "none": ({"argparser": "fire", "mixed_precision": True, "deterministic": True}, {"model": "fcn_resnet50"}),
-    # DistributedDataParallel over DeepLabV3: every parameter, the auxiliary head's too, gets a gradient.
+    # DistributedDataParallel over DeepLabV3 (make_offline's, on MobileNetV3): every parameter, the auxiliary
+    # head's too, gets a gradient.
     "torchrun": ({"argparser": "argparse", "backend": "gloo", "nproc_per_node": "2"}, {}),
     # LR-ASPP: no auxiliary head.
     "spawn": ({"argparser": "hydra", "backend": "gloo", "nproc_per_node": "2"}, {"model": "lraspp_mobilenet_v3_large"}),
@@ -324,7 +326,9 @@ def test_segmentation_project_trains_with_each_launcher(bake, tmp_path, launcher
     )
     heads = {name.split(".")[0] for name in checkpoint["model"]}
     with_aux = overrides.get("model") != "lraspp_mobilenet_v3_large"
-    assert ("aux_classifier" in heads) == with_aux, f"{overrides.get('model', 'deeplabv3_resnet50')}: {heads}"
+    assert ("aux_classifier" in heads) == with_aux, (
+        f"{overrides.get('model', QUICK_MODELS['deeplabv3_resnet50'])}: {heads}"
+    )
     assert checkpoint["gradients"] == {}, "iteration 6 steps the optimizer: no gradient is left to keep"
     pictures = sorted(path.name for path in (run_dir / "predictions").iterdir())
     assert pictures == ["epoch_0001.png", "epoch_0002.png"], "rank 0 draws one picture per epoch"
