@@ -11,7 +11,7 @@ Polyaxon and Weights & Biases, with the exact command the README gives; Visdom, 
 offline, against a real Visdom server on a free loopback port. TensorBoard is checked the same way in
 test_training_runs.py, in the base venv. Each tracker's run is stopped in iteration 2 (SIGTERM) and continued
 by the same command, and must then hold every step once, as an uninterrupted run's, in one run (the offline
-modes' and Visdom's record tests are those runs; TensorBoard's and MLflow's have a test of their own), except
+modes', MLflow's and Visdom's record tests are those runs; TensorBoard's has a test of its own), except
 Neptune's offline runs, which cannot be continued: the log says so. A GAN run is read back too (its four
 losses, both optimizers' learning rates, at a logging interval of 2, in the store MLFLOW_TRACKING_URI names);
 each tracker's generated tests pass offline; W&B and Neptune without credentials, and Visdom without a
@@ -100,13 +100,16 @@ def bake_and_train(
     return project, run_dir, config, command_env
 
 
-def test_mlflow_sqlite_store_holds_the_run(bake, tmp_path: Path) -> None:
+def test_mlflow_sqlite_store_holds_a_stopped_and_continued_run_once_at_the_readmes_uri(bake, tmp_path: Path) -> None:
     # A space in output_dir: it reaches both the store's URI and the README's `mlflow ui` command.
-    project, run_dir, config, _ = bake_and_train(bake, tmp_path, "mlflow", output_dir="./my runs")
+    project, run_dir, config, _ = bake_and_train(
+        bake, tmp_path, "mlflow", launcher="none", output_dir="./my runs", stop_and_continue=True
+    )
     viewer = readme_block(project, "## Experiment tracking")
     assert viewer == "mlflow ui --backend-store-uri 'sqlite:///./my runs/mlflow.db'"
     assert (project / "my runs" / "mlflow.db").is_file()
-    # Read through the README's URI, from the project directory, as `mlflow ui` would.
+    # Read through the README's URI, from the project directory, as `mlflow ui` would: one run in the store,
+    # holding every step once, as an uninterrupted run's.
     check_tracker_records(records("mlflow", "sqlite:///./my runs/mlflow.db", project), run_dir, config)
 
 
@@ -247,12 +250,9 @@ def test_a_tracker_without_credentials_or_server_stops_at_once_with_its_own_mess
     assert " - iteration " not in (run_dir / "training.log").read_text(), "it stops before training starts"
 
 
-@pytest.mark.parametrize("tracker", ["tensorboard", "mlflow"])
-def test_a_stopped_and_continued_run_is_one_tracker_run_with_every_step_once(
-    bake, tmp_path: Path, tracker: str
-) -> None:
-    """The local trackers; the offline modes' and Visdom's runs are stopped and continued in the tests above."""
-    project, run_dir, config, _ = bake_and_train(bake, tmp_path, tracker, launcher="none", stop_and_continue=True)
-    where = project / "logs" if tracker == "tensorboard" else f"sqlite:///{project / 'logs' / 'mlflow.db'}"
+def test_a_stopped_and_continued_run_is_one_tensorboard_run_with_every_step_once(bake, tmp_path: Path) -> None:
+    """TensorBoard's events; MLflow's store, the offline modes' and Visdom's runs are stopped and continued in
+    the tests above."""
+    project, run_dir, config, _ = bake_and_train(bake, tmp_path, "tensorboard", launcher="none", stop_and_continue=True)
     # One run in the tracker, holding every step once, as an uninterrupted run's.
-    check_tracker_records(records(tracker, where, project), run_dir, config)
+    check_tracker_records(records("tensorboard", project / "logs", project), run_dir, config)
