@@ -4,7 +4,7 @@ import os
 import sys
 
 from answers import REPO
-from projects import XLA_CPU, XLA_CPU_CONFIG, XLA_LIGHT_MODELS  # noqa: F401  (what runs on the XLA CPU device: shared with the lanes)
+from projects import XLA_CPU, XLA_CPU_CONFIG, XLA_CPU_OWN_TESTS, XLA_LIGHT_MODELS  # noqa: F401  (what runs on the XLA CPU device: shared with the lanes)
 
 # The base venv: GPU and CPU projects' environment, without torch_xla.
 PYTHON = sys.executable

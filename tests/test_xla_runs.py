@@ -18,7 +18,7 @@ import pytest
 import yaml
 from answers import TEMPLATES, template_context
 from checkpoints import check_loads_without_torch_xla, load_checkpoint
-from environments import XLA_CPU, XLA_LIGHT_MODELS, XLA_PYTHON
+from environments import XLA_CPU, XLA_CPU_OWN_TESTS, XLA_LIGHT_MODELS, XLA_PYTHON
 from notebooks import run_notebook_alone, setup_cell
 from projects import (
     LEARNING_TESTS,
@@ -238,7 +238,7 @@ def test_xla_project_own_tests_pass_with_bf16_and_fire(bake, template: str) -> N
     # venv's, where the projects' own tests export: test_ci_commands_pass_in_a_fresh_venv, and segmentation's).
     argv = [XLA_PYTHON, "-m", "pytest", "-v", "-p", "no:cacheprovider", "--deselect", "tests/test_export.py"]
     argv += XLA_OWN_TESTS.get(template, [])
-    proc = run_cmd(argv, cwd=project, timeout=600, env={"PJRT_DEVICE": "CPU"})  # see XLA_CPU
+    proc = run_cmd(argv, cwd=project, timeout=600, env=XLA_CPU_OWN_TESTS)
     passed = re.search(r"(\d+) passed", proc.stdout)
     assert passed and int(passed[1]) >= 8 and "skipped" not in proc.stdout, proc.stdout
     if template not in XLA_OWN_TESTS:
