@@ -49,7 +49,7 @@ if [ "$want" != "$have" ] || ! "$venv/bin/python" -c "import torch, ignite, cook
         local unpacking=$!
         "$venv/bin/python" -m pip install --quiet --no-deps -r <(grep -vE "$big" "$lock")
         wait "$unpacking"
-        "$venv/bin/python" -m pip check
+        "$venv/bin/python" -m pip check >&2  # stdout is the base venv's path alone (test.sh reads it)
         echo "$want" > "$venv/.lock-sha256"
     }
     build base_packages
