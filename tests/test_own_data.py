@@ -474,8 +474,8 @@ def test_bad_text_data_is_refused_before_training_naming_the_file_and_row(bake, 
     """Each rule of the README's "Train on your data", broken one at a time, gives an error that names the file
     (or split) and the row; a dataset by name whose labels have names (a ClassLabel) gives those as the classes."""
     project = bake("text-classification")
-    run_cmd([PYTHON, "-c", WRITE_TEXTS, str(tmp_path)], cwd=project)
-    proc = run_cmd([PYTHON, "-c", BAD_TEXTS, str(tmp_path)], cwd=project, env=NO_NETWORK)
+    # One process writes the data, then reads each bad case (two would import torch and transformers twice).
+    proc = run_cmd([PYTHON, "-c", WRITE_TEXTS + BAD_TEXTS, str(tmp_path)], cwd=project, env=NO_NETWORK)
     errors = json.loads(proc.stdout.splitlines()[-1])
     files = tmp_path / "files"
     assert errors.pop("classes of a dataset by name") == ["bad", "good"], "a ClassLabel's names are the classes"
