@@ -3,12 +3,16 @@
 data per pass{{ "; the random state seeded per iteration (deterministic)" if cookiecutter.deterministic }}."""
 
 {% if cookiecutter.deterministic %}
+import random
 from collections.abc import Callable, Iterator
 {% else %}
 from collections.abc import Callable
 {% endif %}
 from typing import Any, NamedTuple
 
+{% if cookiecutter.deterministic %}
+import numpy as np
+{% endif %}
 import torch
 {% if flags.xla %}
 import torch_xla
@@ -78,21 +82,33 @@ def shuffle_each_pass(trainer: Engine, train_loader: Any) -> None:
 
 
 class _OrderDrawnAtIter(ReproducibleBatchSampler):
-    """ignite's reproducible batch sampler, drawing each pass's order from the random state at ``iter(loader)``.
+    """ignite's reproducible batch sampler, drawing each pass's order from the random state at ``iter(loader)``,
+    and each batch's random transforms (crops, flips) from a seed of the batch's own.
 
-    ignite 0.5.5's draws it at the first batch: after DeterministicEngine restores a mid-epoch checkpoint's
-    random state, so a run continued mid-epoch would train on another order than the uninterrupted run.
+    ignite 0.5.5's draws the order at the first batch: after DeterministicEngine restores a mid-epoch checkpoint's
+    random state, so a run continued mid-epoch would train on another order than the uninterrupted run. That
+    restored state is the saving process's (rank 0's): with several processes, the others would transform their
+    next batches with rank 0's random numbers, so each batch is seeded here, in its own process, just before
+    it is read (in the loader's worker processes, with num_workers > 0, transforms draw from the workers' own
+    generators instead).
     """
 
     def __iter__(self) -> Iterator[list[int]]:
         return self._batches(torch.get_rng_state())
 
     def _batches(self, rng_state: torch.Tensor) -> Iterator[list[int]]:
+        first = self.start_iteration or 0  # the batches a run continued mid-pass skips
         current = torch.get_rng_state()
         torch.set_rng_state(rng_state)
         self.setup_batch_indices()
+        pass_seed = int(torch.randint(2**31, (1,)))
         torch.set_rng_state(current)
-        yield from self.batch_indices
+        for index, batch in enumerate(self.batch_indices, start=first):
+            seed = pass_seed + index
+            random.seed(seed)
+            np.random.seed(seed)
+            torch.manual_seed(seed)
+            yield batch
 
 
 def _seed_iteration(engine: Engine) -> None:
