@@ -142,7 +142,7 @@ def test_early_stopping_ends_training_after_patience_epochs_without_improvement(
 
 def test_the_score_config_yaml_names_ranks_best_models_and_a_name_no_metric_has_is_refused(bake) -> None:
     """``score: -loss``: the best models are the epochs of lowest eval loss, named ``neg_loss=<-loss>`` (early
-    stopping reads the same ``handlers.score_of``); a score naming no eval metric stops at the first evaluation,
+    stopping reads the same ``evaluation.score_of``); a score naming no eval metric stops at the first evaluation,
     saying which exist."""
     project = bake(argparser="fire", launcher="none", save_best_model=True, patience="3", save_training=False)
     make_offline(project, max_epochs=3, score="-loss")

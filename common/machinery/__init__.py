@@ -8,7 +8,7 @@ is trained (the README's "Make it yours" says where that is).
   and the command line's overrides read into ``config.Config``.
 - ``fit.py``: the run around your engines; ``engine.py``: the engine around your training step.
 {% if flags.eval_metric %}
-- ``evaluation.py``: the engine around your evaluation step.
+- ``evaluation.py``: the engine around your evaluation step{{ ", and the score that ranks evaluations (``score``)" if flags.ranked }}.
 {% endif %}
 - ``loaders.py``: the data loaders, sharded across processes.
 {% if flags.image_files %}

@@ -1,5 +1,5 @@
 {% import "flags.j2" as flags with context %}
-"""The evaluation: the evaluator's engine, and the metrics' log line."""
+"""The evaluation: the evaluator's engine, the metrics' log line{{ ", the score that ranks evaluations" if flags.ranked }}."""
 
 import logging
 from collections.abc import Callable
@@ -52,3 +52,20 @@ def log_metrics(logger: logging.Logger, epoch: int, tag: str, metrics: dict[str,
     """Log metrics on one line, e.g. ``Epoch 2 - eval: accuracy=0.5100 loss=1.2000``."""
     values = " ".join(f"{name}={value:.4f}" for name, value in metrics.items())
     logger.info("Epoch %d - %s: %s", epoch, tag, values)
+{% if flags.ranked %}
+
+
+def score_of(score: str) -> tuple[str, Callable[[Engine], float]]:
+    """The name and function of the score that ranks evaluations, higher being better (as ignite ranks them):
+    ``score`` (the config's) names an eval metric, after a "-" when lower is better (``-loss``: ``neg_loss``)."""
+    name = score.removeprefix("-")
+    sign = -1.0 if score.startswith("-") else 1.0
+
+    def value(evaluator: Engine) -> float:
+        metrics = evaluator.state.metrics
+        if name not in metrics:
+            raise ValueError(f"score: {score!r} names no eval metric; the evaluation gives {', '.join(metrics)}")
+        return sign * metrics[name]
+
+    return ("neg_" if sign < 0 else "") + name, value
+{% endif %}

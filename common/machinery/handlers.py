@@ -2,9 +2,6 @@
 """Handlers on the engines: loss logging and progress, checkpoints, stopping rules, resuming."""
 
 import logging
-{% if flags.ranked %}
-from collections.abc import Callable
-{% endif %}
 from pathlib import Path
 from typing import Any
 
@@ -35,6 +32,9 @@ from ignite.handlers import (
 )
 
 from config import Config
+{% if flags.ranked %}
+from machinery.evaluation import score_of
+{% endif %}
 from machinery.preemption import STOP, asked_to_stop
 {% if cookiecutter.save_training %}
 from machinery.run_files import raise_if_disk_full, saved_training_checkpoints
@@ -155,7 +155,7 @@ def setup_best_models(
     evaluator: Engine, trainer: Engine, model: torch.nn.Module, config: Config, run_dir: Path
 ) -> None:
     """Keep the model of the ``n_saved`` best evaluations by ``config.score``, named after the epoch and the score."""
-    name, score = score_of(config)
+    name, score = score_of(config.score)
     save_best = Checkpoint(
         {"model": model},
         SaveThenRemove(run_dir, require_empty=False),
@@ -175,7 +175,7 @@ def setup_best_models(
 
 def setup_early_stopping(evaluator: Engine, trainer: Engine, config: Config) -> None:
     """Stop training when ``config.score`` has not improved for ``patience`` evaluations."""
-    stopper = EarlyStopping(config.patience, score_function=score_of(config)[1], trainer=trainer)
+    stopper = EarlyStopping(config.patience, score_function=score_of(config.score)[1], trainer=trainer)
     stopper.logger = trainer.logger
     evaluator.add_event_handler(Events.COMPLETED, stopper)
     # Its count of evaluations without improvement is part of the trainer's state: a training checkpoint
@@ -222,20 +222,3 @@ def resume_from(to_load: dict[str, Any], checkpoint_path: str | Path, logger: lo
             checkpoint["trainer"].setdefault(key, getattr(trainer.state, key))
     Checkpoint.load_objects(to_load=to_load, checkpoint=checkpoint)
     logger.info("Resumed from %s", path)
-{% if flags.ranked %}
-
-
-def score_of(config: Config) -> tuple[str, Callable[[Engine], float]]:
-    """The name and function of the score that ranks evaluations, higher being better (as ignite ranks them):
-    ``config.score`` names an eval metric, after a "-" when lower is better (``-loss``: ``neg_loss``)."""
-    name = config.score.removeprefix("-")
-    sign = -1.0 if config.score.startswith("-") else 1.0
-
-    def score(evaluator: Engine) -> float:
-        metrics = evaluator.state.metrics
-        if name not in metrics:
-            raise ValueError(f"score: {config.score!r} names no eval metric; the evaluation gives {', '.join(metrics)}")
-        return sign * metrics[name]
-
-    return ("neg_" if sign < 0 else "") + name, score
-{% endif %}
