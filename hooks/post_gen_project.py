@@ -84,11 +84,13 @@ def remove_unchosen(ctx: dict, root: Path) -> None:
             (root / "tests" / "test_xla.py").unlink()
     if not ctx["_eval_metric"]:  # a template without an evaluator (the GAN)
         (root / "machinery" / "evaluation.py").unlink()
+    if ctx["scheduler"] != "slurm":
+        (root / "slurm.sh").unlink()
 
 
-# Files of the project's repository that a notebook run has no use for (Colab runs no CI and no git
-# hooks): the notebook does not write them.
-NOT_IN_NOTEBOOK = {".github", ".gitlab-ci.yml", ".pre-commit-config.yaml"}
+# Files of the project's repository that a notebook run has no use for (Colab runs no CI, no git hooks
+# and no Slurm jobs): the notebook does not write them.
+NOT_IN_NOTEBOOK = {".github", ".gitlab-ci.yml", ".pre-commit-config.yaml", "slurm.sh"}
 
 
 def project_files(root: Path, notebook: Path) -> list[Path]:

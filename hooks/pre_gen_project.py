@@ -103,7 +103,17 @@ def validate(ctx: dict) -> list[str]:
 
 def distributed_rules(ctx: dict) -> list[str]:
     """Rules that tie the launcher and process counts to the backend (answers already well-formed)."""
-    launcher = ctx["__launcher"]  # "auto" resolved in cookiecutter.json: spawn for xla-tpu, else none
+    launcher = ctx["__launcher"]  # "auto" resolved: spawn for xla-tpu, torchrun for slurm, else none
+    if ctx["scheduler"] == "slurm" and ctx["backend"] == "xla-tpu":
+        return [
+            "scheduler='slurm' is not allowed with backend='xla-tpu': it must be 'none' (the Slurm job script "
+            "starts nccl or gloo processes with torchrun; a TPU VM or Kaggle runs the 8 replicas)"
+        ]
+    if ctx["scheduler"] == "slurm" and launcher != "torchrun":
+        return [
+            f"launcher={ctx['launcher']!r} is not allowed with scheduler='slurm': it must be 'torchrun' or 'auto' "
+            f"(the job script starts torchrun on each node through srun)"
+        ]
     if ctx["backend"] == "xla-tpu":
         # An 8-chip TPU host (Kaggle's v5e-8, a v4-8 or v5e-8 TPU VM) runs 8 replicas, started by torch_xla's spawn.
         given = {"launcher": launcher, "nproc_per_node": int(ctx["nproc_per_node"]), "nnodes": int(ctx["nnodes"])}

@@ -87,15 +87,20 @@ def _gain(uncovered: set, combo: dict, name: str, value) -> int:
 
 
 def resolved_launcher(combo: dict) -> str:
-    """The launcher "auto" stands for: spawn on TPU, one process otherwise."""
+    """The launcher "auto" stands for: spawn on TPU, torchrun for a Slurm job, one process otherwise."""
     if combo["launcher"] == "auto":
-        return "spawn" if combo["backend"] == "xla-tpu" else "none"
+        return "spawn" if combo["backend"] == "xla-tpu" else "torchrun" if combo.get("scheduler") == "slurm" else "none"
     return combo["launcher"]
 
 
 def valid(combo: dict) -> dict:
-    """Adjust a combination to the template's rules (one process for 'none', 8 spawned replicas on TPU)."""
+    """Adjust a combination to the template's rules (one process for 'none', 8 spawned replicas on TPU, a Slurm
+    job started by torchrun and never on TPU)."""
     combo = dict(combo)
+    if combo["backend"] == "xla-tpu" and "scheduler" in combo:
+        combo["scheduler"] = "none"
+    elif combo.get("scheduler") == "slurm" and combo["launcher"] != "auto":
+        combo["launcher"] = "torchrun"
     if combo["backend"] == "xla-tpu":
         combo.update(launcher="auto" if combo["launcher"] == "auto" else "spawn", nproc_per_node="8", nnodes="1")
     elif resolved_launcher(combo) == "none":

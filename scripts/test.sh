@@ -3,6 +3,10 @@
 # Extra arguments go to pytest (e.g. `bash scripts/test.sh -k hooks`).
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+# Slurm for the Slurm tests, installed where it can be (root, apt-get) while the venvs are built.
+bash "$root/scripts/install_slurm.sh" &
+slurm=$!
 venv="$(bash "$root/scripts/env.sh")"
+wait "$slurm"
 cd "$root"
 exec "$venv/bin/python" -m pytest -n 2 "$@"

@@ -17,8 +17,13 @@ _GROUP = re.compile(r"@([^@\[\]]+)\]$")
 # The tests of these files run on one worker, one after the other: they train on the XLA CPU device, whose
 # runtime starts a pool of threads per process (16 for 8 replicas, whose collectives wait for every replica
 # thread), so two such runs never share the 2 cores; the other worker meanwhile runs CPU tests, one thread
-# each (an 8-replica vision run measured 47 s alone; CONTRIBUTING.md, "What the suite costs").
-ONE_WORKER_FILES = {"tests/test_xla_runs.py": "xla", "tests/test_xla_replicas.py": "xla"}
+# each (an 8-replica vision run measured 47 s alone; CONTRIBUTING.md, "What the suite costs"). The Slurm tests
+# share one one-node Slurm, a module fixture, and their two jobs.
+ONE_WORKER_FILES = {
+    "tests/test_xla_runs.py": "xla",
+    "tests/test_xla_replicas.py": "xla",
+    "tests/test_slurm.py": "slurm",
+}
 
 
 def on_one_worker(group: str, value: str):

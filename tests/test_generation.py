@@ -122,6 +122,7 @@ def test_generated_files_are_the_ones_the_answers_ask_for(baked, template: str, 
     assert ("machinery/xla_metrics.py" in names) == tpu, "machinery/xla_metrics.py exactly in a TPU project"
     assert ("machinery/replicas.py" in names) == tpu, "machinery/replicas.py exactly in a TPU project"
     assert ("tests/test_xla.py" in names) == (tpu and combo["include_test"]), "tests/test_xla.py: TPU projects' tests"
+    assert ("slurm.sh" in names) == (combo["scheduler"] == "slurm"), "slurm.sh exactly when scheduler is slurm"
 
 
 @each_bake
@@ -254,6 +255,28 @@ def test_generated_readme_has_the_sections_the_answers_ask_for(baked, template: 
     assert ("mlflow ui --backend-store-uri" in readme) == (combo["logger"] == "mlflow")
     if resolved_launcher(combo) == "torchrun":
         assert f"torchrun --nnodes={combo['nnodes']}" in readme or "torchrun --nproc_per_node=2" in readme
+    assert ("## Train on a Slurm cluster" in readme) == (combo["scheduler"] == "slurm")
+
+
+SLURM_BAKES = [(template, combo) for template, combo in BAKES if combo["scheduler"] == "slurm"]
+
+
+@pytest.mark.parametrize("template,combo", SLURM_BAKES, ids=[f"{t}-{combo_id(c)}" for t, c in SLURM_BAKES])
+def test_slurm_job_script_is_bash_that_asks_slurm_for_what_the_answers_give(baked, template: str, combo: dict) -> None:
+    """slurm.sh parses as bash, its #SBATCH lines come before its first command (sbatch reads no further), and
+    they ask for the answers' nodes and GPUs; the requeue is there exactly when a run can continue."""
+    script = baked(template, **combo) / "slurm.sh"
+    proc = subprocess.run(["bash", "-n", str(script)], capture_output=True, text=True)
+    assert proc.returncode == 0, f"slurm.sh is not valid bash:\n{proc.stderr}"
+    lines = script.read_text().splitlines()
+    assert lines[0] == "#!/bin/bash"
+    first_command = next(i for i, line in enumerate(lines) if line and not line.startswith("#"))
+    options = [line.split()[1] for line in lines[:first_command] if line.startswith("#SBATCH ")]
+    assert not [line for line in lines[first_command:] if line.startswith("#SBATCH")], "sbatch ignores these"
+    gpus = [f"--gpus-per-node={combo['nproc_per_node']}"] if combo["backend"] == "nccl" else []
+    expected = [f"--nodes={combo['nnodes']}", "--ntasks-per-node=1", *gpus, "--signal=B:TERM@120", "--requeue"]
+    assert [option for option in expected if option not in options] == [], options
+    assert ("scontrol requeue" in script.read_text()) == combo["save_training"], "requeued only when it can continue"
 
 
 @pytest.mark.parametrize("template", TEMPLATES)

@@ -55,6 +55,9 @@ REJECTED = [
     ("TPU with one process", {"backend": "xla-tpu", "launcher": "none"}, "launcher='none' is not allowed"),
     ("TPU with 4 replicas", {"backend": "xla-tpu", "nproc_per_node": "4"}, "nproc_per_node='4' is not allowed"),
     ("TPU on 2 nodes", {"backend": "xla-tpu", "nnodes": "2"}, "see 'TPU pods' in Ignite Templates' README"),
+    ("a Slurm job on TPU", {"backend": "xla-tpu", "scheduler": "slurm"}, "scheduler='slurm' is not allowed"),
+    ("a Slurm job of spawned processes", {"scheduler": "slurm", "launcher": "spawn"}, "launcher='spawn' is not"),
+    ("a Slurm job of one process", {"scheduler": "slurm", "launcher": "none"}, "launcher='none' is not allowed"),
 ]
 
 

@@ -3,7 +3,8 @@
 
 - ``XLA_CPU_REPLICAS=N``: the XLA CPU runtime as N replicas with working collectives (xla_cpu_replicas.py);
 - ``RANK_PROBE_DIR``: what each process, or replica, trained on, written there (rank_records.py);
-- ``STOP_PROBE``: a stop signal at an exact moment of training (stop_signals.py).
+- ``STOP_PROBE``: a stop signal at an exact moment of training (stop_signals.py);
+- ``SLOW_ITERATIONS``: each training iteration that many seconds longer, asleep (slow_iterations.py).
 """
 
 import os
@@ -14,3 +15,5 @@ if os.environ.get("RANK_PROBE_DIR"):
     import rank_records  # noqa: F401
 if os.environ.get("STOP_PROBE"):
     import stop_signals  # noqa: F401
+if os.environ.get("SLOW_ITERATIONS"):
+    import slow_iterations  # noqa: F401

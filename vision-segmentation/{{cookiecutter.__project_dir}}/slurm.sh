@@ -1,0 +1,1 @@
+../../common/project/slurm.sh
