@@ -10,6 +10,7 @@ installed (scripts/install_slurm.sh) the tests skip, except under CI, where they
 import os
 import shutil
 import subprocess
+import time
 from pathlib import Path
 from typing import NamedTuple
 
@@ -101,6 +102,16 @@ def trained(project: Path) -> list[int]:
     return read_log(logs[0].parent)["iterations"] if logs else []
 
 
+def start_again(slurm: Slurm, job: Job) -> None:
+    """Start a requeued job now: Slurm holds it back for a while (BeginTime) to let its last start end.
+
+    slurmd refuses a job whose credential was revoked (the last start's, as it ended) in the same second: the
+    job then fails ("Job credential revoked"). So 2 s pass between the requeue and the new start.
+    """
+    time.sleep(2)
+    slurm.control("scontrol", "update", f"JobId={job.id}", "StartTime=now")
+
+
 def wait_until_requeued(slurm: Slurm, job: Job, starts: int, timeout: float) -> None:
     """Wait until the job has stopped ``starts`` times and waits in the queue to start again."""
 
@@ -133,8 +144,7 @@ def test_a_preempted_job_requeues_itself_and_its_next_start_ends_the_run_bit_ide
     assert proc.returncode == 0, f"exit code {proc.returncode}\n{proc.stdout[-3000:]}\n{proc.stderr[-5000:]}"
     (expected_dir,) = run_dirs(jobs.preempted_uninterrupted)
 
-    # Slurm holds a requeued job back for a while (BeginTime): start it now.
-    slurm.control("scontrol", "update", f"JobId={job.id}", "StartTime=now")
+    start_again(slurm, job)
     slurm.wait_for(lambda: slurm.job(job.id)["JobState"] == "COMPLETED", 180, f"job {job.id} completed")
     output = job_output(job)
     lines = (", start 1,", "training stopped (status", f"requeueing job {job.id}", ", start 2,", "training finished")
@@ -166,7 +176,9 @@ def test_a_job_at_its_time_limit_requeues_itself_to_continue_and_a_cancelled_one
     assert (run_dir / f"training_checkpoint_{first['iteration']}.pt").is_file(), "the stop saved a checkpoint"
     assert f"requeueing job {job.id}" in job_output(job)
 
-    slurm.control("scontrol", "update", f"JobId={job.id}", "StartTime=now")
+    # Its second start gets 10 minutes (no time-limit signal of its own before the cancel below).
+    slurm.control("scontrol", "update", f"JobId={job.id}", "TimeLimit=10")
+    start_again(slurm, job)
     slurm.wait_for(lambda: len(trained(job.project)) > first["iteration"] + 1, 120, "the second start training")
     assert "Continuing the run in" in read_log(run_dir)["text"]
     slurm.control("scancel", job.id)
