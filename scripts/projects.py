@@ -190,6 +190,11 @@ def notebook_training_command(source: str) -> str | None:
     return None
 
 
+def run_status(run_dir: Path) -> dict:
+    """The run's status.yaml: its status (finished, stopped, failed, ...), the reason, the epoch and iteration."""
+    return yaml.safe_load((run_dir / "status.yaml").read_text())
+
+
 def read_log(run_dir: Path) -> dict:
     """What a user checks in training.log: the values logged per iteration and the eval metrics per epoch.
 

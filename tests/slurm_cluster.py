@@ -48,7 +48,7 @@ class Slurm:
         key.write_bytes(os.urandom(1024))
         key.chmod(0o400)
         # --force: munged refuses to run as root, and a key folder it would rather see owned by `munge`.
-        self._run(
+        self.run(
             "munged", "--force", f"--key-file={key}", f"--socket={self.munge_socket}",
             f"--pid-file={munge / 'munged.pid'}", f"--log-file={munge / 'munged.log'}",
             f"--seed-file={munge / 'munged.seed'}",
@@ -56,7 +56,7 @@ class Slurm:
         self.pids["munged"] = self._pid(munge / "munged.pid")
         self.conf.write_text(self._conf())
         for daemon in ("slurmctld", "slurmd"):
-            self._run(daemon, "-f", str(self.conf))
+            self.run(daemon, "-f", str(self.conf))
             self.pids[daemon] = self._pid(self.folder / f"{daemon}.pid")
         self.wait_for(lambda: "idle" in self._out("sinfo", "--noheader", "--format=%t"), 30, "the node idle")
 
@@ -90,7 +90,8 @@ NodeName={self.host} CPUs={os.cpu_count()} RealMemory=1000 State=UNKNOWN
 PartitionName=tests Nodes={self.host} Default=YES MaxTime=INFINITE State=UP
 """
 
-    def _run(self, *argv: str) -> None:
+    def run(self, *argv: str) -> None:
+        """A Slurm command or daemon, e.g. ``run("scancel", "--batch", job_id)``; fails the test if it fails."""
         proc = subprocess.run(argv, env=self.env, capture_output=True, text=True, timeout=60)
         assert proc.returncode == 0, f"{' '.join(argv)} failed ({proc.returncode}):\n{proc.stdout}\n{proc.stderr}"
 
@@ -117,10 +118,6 @@ PartitionName=tests Nodes={self.host} Default=YES MaxTime=INFINITE State=UP
     def queued(self, job_id: str) -> bool:
         """Whether the job is in the queue: pending, running, or ending (its processes not all gone)."""
         return bool(self._out("squeue", "--noheader", f"--jobs={job_id}").strip())
-
-    def control(self, *argv: str) -> None:
-        """An ``scontrol`` or ``scancel`` command, e.g. ``control("scancel", "--batch", job_id)``."""
-        self._run(*argv)
 
     @staticmethod
     def wait_for(condition, timeout: float, what: str) -> None:

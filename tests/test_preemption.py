@@ -20,7 +20,7 @@ import yaml
 from answers import SUPERVISED, TEMPLATES
 from checkpoints import differences, load_checkpoint
 from environments import PYTHON, XLA_CPU, XLA_LIGHT_MODELS, XLA_PYTHON
-from projects import free_port, make_offline, read_log, readme_train_command, run_dirs
+from projects import free_port, make_offline, read_log, readme_train_command, run_dirs, run_status
 
 pytestmark = pytest.mark.slow  # they train, stop and continue generated projects: not in the quick lane
 
@@ -40,10 +40,6 @@ def train(project: Path, probe: str = "", python: str = PYTHON, timeout: int = 3
 
 def outcome(proc: subprocess.CompletedProcess) -> str:
     return f"exit code {proc.returncode}\n--- stdout ---\n{proc.stdout[-3000:]}\n--- stderr ---\n{proc.stderr[-5000:]}"
-
-
-def status(run_dir: Path) -> dict:
-    return yaml.safe_load((run_dir / "status.yaml").read_text())
 
 
 # Every answer that keeps state across iterations or epochs is on, since each keeps its own: early stopping
@@ -75,7 +71,7 @@ def test_a_run_stopped_three_times_and_continued_ends_bit_identical_to_an_uninte
         proc = train(project, probe)
         assert proc.returncode == SIGTERM_EXIT, f"SIGTERM at {probe}: the run must exit with 143\n{outcome(proc)}"
         (run_dir,) = run_dirs(project)  # every rerun continues the same run, in its directory
-        assert status(run_dir) == {
+        assert run_status(run_dir) == {
             "status": "stopped",
             "reason": "SIGTERM",
             "epoch": (stopped_at - 1) // 4 + 1,
@@ -90,7 +86,7 @@ def test_a_run_stopped_three_times_and_continued_ends_bit_identical_to_an_uninte
             assert bool(gradients) == between_steps, f"at {stopped_at}: the gradients added up since the last step"
     proc = train(project)
     assert proc.returncode == 0, outcome(proc)
-    assert status(run_dir) == {"status": "finished", "reason": "max_epochs", "epoch": 3, "iteration": 12}
+    assert run_status(run_dir) == {"status": "finished", "reason": "max_epochs", "epoch": 3, "iteration": 12}
 
     log = read_log(run_dir)
     assert log["iterations"] == list(range(1, 13)), "every iteration is trained exactly once across the four runs"
@@ -150,7 +146,7 @@ def test_sigterm_to_the_launcher_stops_both_processes_at_one_iteration_and_the_r
         assert run.returncode == SIGTERM_EXIT, f"exit code {run.returncode}\n{output[-5000:]}"
     time.sleep(1)
     assert not processes_in(project), f"processes left running after the launcher exited:\n{output[-5000:]}"
-    stopped = status(run_dir)
+    stopped = run_status(run_dir)
     assert stopped["status"] == "stopped", output[-5000:]
     import torch
 
@@ -166,7 +162,7 @@ def test_sigterm_to_the_launcher_stops_both_processes_at_one_iteration_and_the_r
     proc = subprocess.run(argv, cwd=project, capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, outcome(proc)
     assert run_dirs(project) == [run_dir], "the rerun continues the stopped run"
-    assert status(run_dir) == {"status": "finished", "reason": "max_epochs", "epoch": 1, "iteration": 40}
+    assert run_status(run_dir) == {"status": "finished", "reason": "max_epochs", "epoch": 1, "iteration": 40}
     assert read_log(run_dir)["iterations"] == list(range(1, 41)), "each iteration trained once"
 
 
@@ -191,7 +187,7 @@ def test_kill_9_while_writing_a_checkpoint_continues_from_the_newest_complete_on
     log = read_log(run_dir)
     assert f"from {run_dir.relative_to(project)}/training_checkpoint_4.pt" in log["text"], log["text"][-3000:]
     assert log["iterations"][-8:] == list(range(5, 13)), "the continued run trains from iteration 5 to the end"
-    assert status(run_dir)["status"] == "finished"
+    assert run_status(run_dir)["status"] == "finished"
 
 
 def test_the_same_command_continues_its_own_run_only(bake) -> None:
@@ -255,13 +251,13 @@ def test_a_tpu_run_stopped_with_nothing_unsaved_ends_at_once_and_a_continued_one
     proc = train(project, "iteration:6:PARENT", python=XLA_PYTHON)  # to the launcher: replicas ignore signals
     assert proc.returncode == SIGTERM_EXIT, outcome(proc)
     (run_dir,) = run_dirs(project)
-    assert status(run_dir)["iteration"] == 6 and (run_dir / "training_checkpoint_6.pt").is_file()
+    assert run_status(run_dir)["iteration"] == 6 and (run_dir / "training_checkpoint_6.pt").is_file()
 
     proc = train(project, "iteration:7:PARENT", python=XLA_PYTHON)  # its first iteration: compiling
     assert proc.returncode == SIGTERM_EXIT, outcome(proc)
     assert not processes_in(project), "the launcher ended its replica process too"
     reason = "SIGTERM, with nothing trained since the last checkpoint: stopped at once"
-    assert status(run_dir) == {"status": "stopped", "reason": reason}, "the stop did not wait for iteration 7"
+    assert run_status(run_dir) == {"status": "stopped", "reason": reason}, "the stop did not wait for iteration 7"
     assert read_log(run_dir)["iterations"] == list(range(1, 7)) and f"Stopped: {reason}" in read_log(run_dir)["text"]
     assert run_dirs(project) == [run_dir] and not (run_dir / "training_checkpoint_7.pt").exists()
 
@@ -338,7 +334,7 @@ def test_a_second_command_on_a_training_run_stops_at_once_and_a_full_disk_stops_
     assert first.returncode == 1, f"exit code {first.returncode}\n{stderr[-5000:]}"
     full = f"No space left on device for training_checkpoint_6.pt in {run_dir}: it takes "
     assert full in stderr and "MiB are free. The checkpoints saved before it are kept" in stderr, stderr[-3000:]
-    assert status(run_dir)["status"] == "stopped" and full in status(run_dir)["reason"], status(run_dir)
+    assert run_status(run_dir)["status"] == "stopped" and full in run_status(run_dir)["reason"], run_status(run_dir)
     assert sorted(p.name for p in run_dir.glob("*.pt")) == ["training_checkpoint_3.pt"]
     assert not [p.name for p in run_dir.iterdir() if p.name.startswith(("tmp", "."))], "a partial file was left"
     load_checkpoint(run_dir / "training_checkpoint_3.pt")
@@ -349,7 +345,7 @@ def test_a_second_command_on_a_training_run_stops_at_once_and_a_full_disk_stops_
     log = read_log(run_dir)
     assert f"Continuing the run in {run_dir} from {run_dir / 'training_checkpoint_3.pt'}" in log["text"]
     assert log["iterations"] == [1, 2, 3, 4, 5, 6, 4, 5, 6], "after checkpoint 3, each iteration trained again"
-    assert status(run_dir) == {"status": "finished", "reason": "max_epochs", "epoch": 2, "iteration": 6}
+    assert run_status(run_dir) == {"status": "finished", "reason": "max_epochs", "epoch": 2, "iteration": 6}
 
 
 def corrupt(checkpoint: Path) -> None:
@@ -395,7 +391,7 @@ def test_after_a_kill_the_same_command_continues_past_unreadable_runs_and_a_corr
     ):
         assert note in log, f"training.log lacks {note!r}:\n{log[-3000:]}"
     assert (run_dir / "training_checkpoint_6.pt.corrupt").is_file(), "the corrupt checkpoint is set aside"
-    assert status(run_dir) == {"status": "finished", "reason": "max_epochs", "epoch": 3, "iteration": 9}
+    assert run_status(run_dir) == {"status": "finished", "reason": "max_epochs", "epoch": 3, "iteration": 9}
 
     proc = train(none_left)
     assert proc.returncode == 1, outcome(proc)

@@ -15,10 +15,9 @@ from pathlib import Path
 from typing import NamedTuple
 
 import pytest
-import yaml
 from checkpoints import differences, load_checkpoint
 from environments import PYTHON
-from projects import free_port, make_offline, read_log, readme_train_command, run_dirs
+from projects import free_port, make_offline, read_log, readme_train_command, run_dirs, run_status
 from slurm_cluster import Slurm, missing
 
 pytestmark = pytest.mark.slow  # they train a generated project under Slurm: not in the quick lane
@@ -92,10 +91,6 @@ def job_output(job: Job) -> str:
     return path.read_text()
 
 
-def status(run_dir: Path) -> dict:
-    return yaml.safe_load((run_dir / "status.yaml").read_text())
-
-
 def trained(project: Path) -> list[int]:
     """The iterations the project's run logged, in order, across every start."""
     logs = list(project.glob("logs/*/training.log"))
@@ -109,7 +104,7 @@ def start_again(slurm: Slurm, job: Job) -> None:
     job then fails ("Job credential revoked"). So 2 s pass between the requeue and the new start.
     """
     time.sleep(2)
-    slurm.control("scontrol", "update", f"JobId={job.id}", "StartTime=now")
+    slurm.run("scontrol", "update", f"JobId={job.id}", "StartTime=now")
 
 
 def wait_until_requeued(slurm: Slurm, job: Job, starts: int, timeout: float) -> None:
@@ -131,10 +126,10 @@ def test_a_preempted_job_requeues_itself_and_its_next_start_ends_the_run_bit_ide
     job = jobs.preempted
     slurm.wait_for(lambda: len(trained(job.project)) >= 2, 180, f"job {job.id} training iteration 2")
     # A preemption notice: SIGTERM to the job's script, as `--signal=B:TERM` and a PreemptMode's grace time send it.
-    slurm.control("scancel", "--signal=TERM", "--batch", job.id)
+    slurm.run("scancel", "--signal=TERM", "--batch", job.id)
     wait_until_requeued(slurm, job, starts=1, timeout=120)
     (run_dir,) = run_dirs(job.project)
-    stopped = status(run_dir)
+    stopped = run_status(run_dir)
     assert stopped["status"] == "stopped" and stopped["reason"] == "SIGTERM", (stopped, job_output(job))
     assert (run_dir / f"training_checkpoint_{stopped['iteration']}.pt").is_file(), "the stop saved a checkpoint"
 
@@ -154,7 +149,7 @@ def test_a_preempted_job_requeues_itself_and_its_next_start_ends_the_run_bit_ide
     assert slurm.job(job.id)["Restarts"] == "1", "requeued once: a finished run is not requeued"
 
     assert run_dirs(job.project) == [run_dir], "the second start continued the run in its directory"
-    assert status(run_dir) == {"status": "finished", "reason": "max_epochs", "epoch": 2, "iteration": 12}
+    assert run_status(run_dir) == {"status": "finished", "reason": "max_epochs", "epoch": 2, "iteration": 12}
     log = read_log(run_dir)
     assert log["iterations"] == list(range(1, 13)), "each iteration trained once across the two starts"
     assert log["text"].count("Continuing the run in") == 1
@@ -171,22 +166,22 @@ def test_a_job_at_its_time_limit_requeues_itself_to_continue_and_a_cancelled_one
     # --time=2 --signal=B:TERM@60: Slurm's own signal comes 30 to 60 s after the start.
     wait_until_requeued(slurm, job, starts=1, timeout=200)
     (run_dir,) = run_dirs(job.project)
-    first = status(run_dir)
+    first = run_status(run_dir)
     assert first["status"] == "stopped" and first["reason"] == "SIGTERM", (first, job_output(job))
     assert (run_dir / f"training_checkpoint_{first['iteration']}.pt").is_file(), "the stop saved a checkpoint"
     assert f"requeueing job {job.id}" in job_output(job)
 
     # Its second start gets 10 minutes (no time-limit signal of its own before the cancel below).
-    slurm.control("scontrol", "update", f"JobId={job.id}", "TimeLimit=10")
+    slurm.run("scontrol", "update", f"JobId={job.id}", "TimeLimit=10")
     start_again(slurm, job)
     slurm.wait_for(lambda: len(trained(job.project)) > first["iteration"] + 1, 120, "the second start training")
     assert "Continuing the run in" in read_log(run_dir)["text"]
-    slurm.control("scancel", job.id)
+    slurm.run("scancel", job.id)
     # The job ends (its script has Slurm's KillWait, 30 s, to finish), and stays cancelled.
     slurm.wait_for(lambda: not slurm.queued(job.id), 90, f"job {job.id} to end")
     fields = slurm.job(job.id)
     assert (fields["JobState"], fields["Restarts"]) == ("CANCELLED", "1"), f"{fields}\n{job_output(job)}"
-    second = status(run_dir)
+    second = run_status(run_dir)
     assert second["status"] == "stopped" and second["iteration"] > first["iteration"], second
     assert (run_dir / f"training_checkpoint_{second['iteration']}.pt").is_file(), "the cancel's stop saved a checkpoint"
     assert "the job is not requeued" in job_output(job)

@@ -104,6 +104,8 @@ class _OrderDrawnAtIter(ReproducibleBatchSampler):
         pass_seed = int(torch.randint(2**31, (1,)))
         torch.set_rng_state(current)
         for index, batch in enumerate(self.batch_indices, start=first):
+            # The host's generators only (not ignite's manual_seed): a TPU's device loader reads batches in a
+            # thread of its own, which must not reseed the device's generator under the training step.
             seed = pass_seed + index
             random.seed(seed)
             np.random.seed(seed)
