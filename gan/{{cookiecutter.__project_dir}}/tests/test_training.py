@@ -13,6 +13,7 @@ from torchvision.transforms.functional import pil_to_tensor
 import predict
 from config import Config
 from data import get_dataset
+from machinery.trained import inference_device
 from main import run
 from models import Discriminator, Generator
 
@@ -102,7 +103,8 @@ def test_predict_writes_the_images_its_generator_draws_from_the_seeds_noise(
 ) -> None:
     """predict.py with the newest run's newest training checkpoint: COUNT PNG files (and their grid), each the
     generator's image (batch norm in eval mode) of the noise the seed draws, to the PNG's 8 bits; the same
-    seed draws the same images. (The generator is saved as a run saves it, untrained.)"""
+    seed draws the same images. The generator runs on predict.py's device (a GPU's convolutions round otherwise
+    than the CPU's). (The generator is saved as a run saves it, untrained.)"""
     generator = Generator(config.z_dim, config.g_filters, config.channels, config.image_size).eval()
     torch.save({"trainer": {}, "generator": generator.state_dict()}, run_dir / "training_checkpoint_4.pt")
     # The README's command, in a folder whose config.yaml has this test's output_dir.
@@ -112,8 +114,10 @@ def test_predict_writes_the_images_its_generator_draws_from_the_seeds_noise(
     predict.main()
 
     noise = torch.randn(5, config.z_dim, 1, 1, generator=torch.Generator().manual_seed(3))
+    device = inference_device()
     with torch.inference_mode():
-        expected = ((generator(noise) + 1) / 2 * 255 + 0.5).clamp(0, 255).to(torch.uint8)
+        images = generator.to(device)(noise.to(device)).float().cpu()
+    expected = ((images + 1) / 2 * 255 + 0.5).clamp(0, 255).to(torch.uint8)
     written = sorted(path.name for path in (tmp_path / "out").iterdir())
     assert written == ["0000.png", "0001.png", "0002.png", "0003.png", "0004.png", "grid.png"], written
     for index in range(5):

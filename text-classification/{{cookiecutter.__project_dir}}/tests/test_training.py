@@ -13,7 +13,7 @@ import data
 from config import Config
 from data import CLASSES, NUM_CLASSES, get_datasets, setup_tokenizer, synthetic_reviews
 from machinery.runs import write_classes
-from machinery.trained import newest_model
+from machinery.trained import inference_device, newest_model
 from main import run
 from models import setup_model
 from predict import predict, texts_in
@@ -75,7 +75,8 @@ def test_predict_gives_each_text_the_class_and_probability_its_model_gives_it(
 ) -> None:
     """predict.py on a .txt file (a text a line) and a CSV file (its text column), in batches of 4, with the newest
     run's best model: each row holds the text, the class name (classes.json) and the probability the model gives
-    the same text, padded as in training, all in one batch. (The model is saved as a run saves it, untrained.)"""
+    the same text, padded as in training, in the same batches on the same device (a GPU rounds otherwise than the
+    CPU, and may differently for another batch size). (The model is saved as a run saves it, untrained.)"""
     write_classes(run_dir, ["bad", "good"])
     tokenizer = setup_tokenizer(config)
     model = setup_model(config, vocab_size=len(tokenizer), num_classes=2).eval()
@@ -88,8 +89,12 @@ def test_predict_gives_each_text_the_class_and_probability_its_model_gives_it(
     rows = predict(texts, newest_model(config.output_dir), batch_size=4)
 
     tokens = tokenizer(texts, padding="max_length", truncation=True, max_length=config.max_length, return_tensors="pt")
+    device = inference_device()
+    model.to(device)
+    ids, mask = tokens["input_ids"].to(device), tokens["attention_mask"].to(device)
     with torch.inference_mode():
-        expected = model(tokens["input_ids"], tokens["attention_mask"]).softmax(dim=1)
+        logits = [model(ids[start : start + 4], mask[start : start + 4]) for start in range(0, len(texts), 4)]
+    expected = torch.cat(logits).softmax(dim=1).cpu()
     assert [row[0] for row in rows] == texts, "one row per text, in order"
     for (text, label, score), probabilities in zip(rows, expected, strict=True):
         assert label == ["bad", "good"][int(probabilities.argmax())], f"{text}: {label}, the model says {probabilities}"

@@ -11,7 +11,7 @@ from torchvision import transforms as T
 from config import Config
 from data import IMAGE_SIZE, NUM_CLASSES, SyntheticImages, get_datasets, image_transforms
 from machinery.runs import write_classes
-from machinery.trained import newest_model
+from machinery.trained import inference_device, newest_model
 from main import run
 from models import setup_model
 from predict import predict
@@ -54,7 +54,9 @@ def test_predict_gives_each_image_the_class_and_probability_its_model_gives_it(
 ) -> None:
     """predict.py on image files (synthetic eval images saved as PNG), in batches of 3, with the newest run's
     best model: each row holds the class name (classes.json) and the probability the model gives the same
-    image in the evaluation's transform, all in one batch. (The model is saved as a run saves it, untrained.)"""
+    image in the evaluation's transform, in the same batches on the same device (a GPU's convolutions round
+    otherwise than the CPU's, and differently for another batch size). (The model is saved as a run saves it,
+    untrained.)"""
     write_classes(run_dir, [f"class {label}" for label in range(NUM_CLASSES)])
     model = setup_model(config.model, num_classes=NUM_CLASSES).eval()
     torch.save(model.state_dict(), run_dir / "best_model_1_accuracy=0.5000.pt")
@@ -68,8 +70,11 @@ def test_predict_gives_each_image_the_class_and_probability_its_model_gives_it(
 
     _, transform = image_transforms(config.image_size)
     inputs = torch.stack([SyntheticImages(8, seed=1, transform=transform)[index][0] for index in range(8)])
+    device = inference_device()
+    model.to(device)
     with torch.inference_mode():
-        expected = model(inputs).softmax(dim=1)
+        logits = [model(inputs[start : start + 3].to(device)) for start in range(0, 8, 3)]
+    expected = torch.cat(logits).softmax(dim=1).cpu()
     assert [row[0] for row in rows] == [str(path) for path in paths], "one row per image, in order"
     for (path, label, score), probabilities in zip(rows, expected, strict=True):
         assert label == f"class {int(probabilities.argmax())}", f"{path}: {label}, the model says {probabilities}"

@@ -13,7 +13,7 @@ from torchvision.transforms.v2 import functional as F
 from config import Config
 from data import CLASSES, IGNORE_INDEX, MEAN, NUM_CLASSES, STD, SyntheticScenes, get_datasets, joint_transforms
 from machinery.runs import write_classes
-from machinery.trained import newest_model
+from machinery.trained import inference_device, newest_model
 from main import run
 from models import SegmentationLoss, logits_of, setup_model
 from pictures import GAP, PALETTE
@@ -120,7 +120,8 @@ def test_predict_writes_each_image_the_mask_its_model_gives_it(config: Config, r
     """predict.py on image files (synthetic scenes saved as PNG: smaller than crop_size, its size, larger) with
     the newest run's best model: each mask is a palette PNG of its image's size, in the pictures' colours, whose
     pixels are the model's argmax. An image evaluation sees whole gets evaluation's mask (its transform: padded,
-    normalised); a larger one is seen whole, not cropped. (The model is saved as a run saves it, untrained.)"""
+    normalised); a larger one is seen whole, not cropped. The model runs on predict.py's device (a GPU's
+    convolutions round otherwise than the CPU's). (The model is saved as a run saves it, untrained.)"""
     write_classes(run_dir, CLASSES)
     model = setup_model(config.model, NUM_CLASSES).eval()
     torch.save(model.state_dict(), run_dir / "best_model_1_mIoU=0.5000.pt")
@@ -138,6 +139,8 @@ def test_predict_writes_each_image_the_mask_its_model_gives_it(config: Config, r
     predict(pairs, checkpoint)
 
     evaluation = joint_transforms(side, train=False)
+    device = inference_device()
+    model.to(device)
     for index, image in enumerate(images):
         width, height = image.size
         if width <= side and height <= side:
@@ -145,7 +148,7 @@ def test_predict_writes_each_image_the_mask_its_model_gives_it(config: Config, r
         else:
             inputs = F.normalize(F.to_dtype(F.pil_to_tensor(image), torch.float32, scale=True), MEAN, STD)
         with torch.inference_mode():
-            expected = logits_of(model(inputs[None]))[0, :, :height, :width].argmax(dim=0)
+            expected = logits_of(model(inputs[None].to(device)))[0, :, :height, :width].argmax(dim=0).cpu()
         with Image.open(tmp_path / "masks" / f"{index}.png") as mask:
             assert mask.mode == "P" and mask.size == image.size, f"{index}.png: {mask.mode} {mask.size}"
             assert mask.getpalette()[: 3 * NUM_CLASSES] == PALETTE[: 3 * NUM_CLASSES], "the pictures' colours"
