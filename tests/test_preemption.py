@@ -8,6 +8,7 @@ and in the middle of writing a checkpoint.
 
 import json
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -28,9 +29,14 @@ PROBE = Path(__file__).parent / "probes"
 SIGTERM_EXIT = 128 + signal.SIGTERM
 
 
-def train(project: Path, probe: str = "", python: str = PYTHON, timeout: int = 300) -> subprocess.CompletedProcess:
-    """Run the README's training command in ``project``, with the stop probe set to ``probe``."""
+def train(
+    project: Path, probe: str = "", python: str = PYTHON, timeout: int = 300, master_port: int | None = None
+) -> subprocess.CompletedProcess:
+    """Run the README's training command in ``project``, with the stop probe set to ``probe`` (and torchrun's
+    ``master_port`` another, as a second node's command would have)."""
     argv, env = readme_train_command(project, python)
+    if master_port is not None:
+        argv = [f"--master_port={master_port}" if arg.startswith("--master_port=") else arg for arg in argv]
     if python == XLA_PYTHON:
         env.update(XLA_CPU)
     env = {**os.environ, **env, "PYTHONPATH": str(PROBE), "STOP_PROBE": probe, "PYTHONUNBUFFERED": "1"}
@@ -270,17 +276,58 @@ def test_a_tpu_run_stopped_with_nothing_unsaved_ends_at_once_and_a_continued_one
     assert metrics["eval_compilations_per_epoch"][1:] == [0], f"evaluation compiled after warm-up: {metrics}"
 
 
-def start_paused(project: Path, iteration: int) -> subprocess.Popen:
-    """Start the README's training command, paused (SIGSTOP) as iteration ``iteration`` starts; return it."""
-    argv, env = readme_train_command(project, PYTHON)
-    env = {**os.environ, **env, "PYTHONPATH": str(PROBE), "STOP_PROBE": f"iteration:{iteration}:PAUSE"}
-    first = subprocess.Popen(argv, cwd=project, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+def processes_of(command: subprocess.Popen) -> dict[int, str]:
+    """The command's process and its descendants (torchrun's workers, a TPU launcher's replica process): each
+    PID and its state (``T``: stopped)."""
+    stats = {}
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(") ", 1)[1].split()  # after the command name, which may hold spaces
+        except (OSError, IndexError):
+            continue  # ended meanwhile
+        stats[int(stat.parent.name)] = (fields[0], int(fields[1]))  # state, parent's PID
+    found = {command.pid: stats.get(command.pid, ("?", 0))[0]}
+    while new := {pid: state for pid, (state, parent) in stats.items() if parent in found and pid not in found}:
+        found |= new
+    return found
+
+
+def start_paused(
+    project: Path, iteration: int, processes: int = 1, python: str = PYTHON, env: dict | None = None
+) -> subprocess.Popen:
+    """Start the README's training command, its ``processes`` training processes paused (SIGSTOP) as iteration
+    ``iteration`` starts; return it (``resume`` continues them)."""
+    argv, readme_env = readme_train_command(project, python)
+    probe = {"PYTHONPATH": str(PROBE), "STOP_PROBE": f"iteration:{iteration}:PAUSE"}
+    first = subprocess.Popen(
+        argv,
+        cwd=project,
+        env={**os.environ, **readme_env, **probe, **(env or {})},
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     deadline = time.monotonic() + 240
-    while Path(f"/proc/{first.pid}/stat").read_text().split(") ")[1][0] != "T":  # the process state: stopped
+    while list(processes_of(first).values()).count("T") < processes:
         assert first.poll() is None, f"training ended before iteration {iteration}:\n{first.communicate()}"
         assert time.monotonic() < deadline, f"training did not reach iteration {iteration} in 240 s"
         time.sleep(0.2)
     return first
+
+
+def resume(command: subprocess.Popen) -> None:
+    """Continue the command's paused processes (SIGCONT)."""
+    for pid, state in processes_of(command).items():
+        if state == "T":
+            os.kill(pid, signal.SIGCONT)
+
+
+def fill(disk: Path) -> Path:
+    """Take all the space of ``disk`` but 256 KiB, as other programs would have; return the file that takes it."""
+    filler = disk / "filler"
+    with open(filler, "wb") as f:
+        os.posix_fallocate(f.fileno(), 0, shutil.disk_usage(disk).free - 256 * 1024)
+    return filler
 
 
 def files_of(run_dir: Path) -> dict[str, tuple[int, int]]:
@@ -305,35 +352,42 @@ def small_disk(tmp_path: Path):
 def test_a_second_command_on_a_training_run_stops_at_once_and_a_full_disk_stops_the_run_to_continue(
     bake, tmp_path: Path, small_disk: Path
 ) -> None:
-    """The same command twice: the second stops at once, naming the run and the first's PID, and touches
-    nothing, while another config trains beside it. Then the disk fills up: the first's next checkpoint does
-    not fit, the run ends as stopped, naming the file and the space, keeps its checkpoint, and the same command
-    continues it once there is space."""
-    project = bake(launcher="none", save_best_model=False)
-    make_offline(project, output_dir=str(small_disk))  # 2 epochs of 3 iterations, a checkpoint after each
-    first = start_paused(project, 5)  # epoch 2: the checkpoint of iteration 3 is written
+    """Two processes (torchrun, gloo). The same command twice: the second stops at once (on the first's port,
+    torchrun refuses it; on another, it names the run and the PID of the first's process that holds it) and
+    touches nothing, while another config trains beside it. Then the
+    disk fills up: the first's next checkpoint (rank 0's, mid-run) does not fit, the run ends as stopped, naming
+    the file and the space, though the other process then fails too (its peer gone from the next all-reduce);
+    it keeps its checkpoint, and the same command continues it once there is space."""
+    two_processes = {"launcher": "torchrun", "backend": "gloo", "nproc_per_node": "2", "master_port": free_port()}
+    project = bake(save_best_model=False, **two_processes)
+    # 3 epochs of 3 iterations, a checkpoint after each.
+    make_offline(project, output_dir=str(small_disk), max_epochs=3)
+    first = start_paused(project, 5, processes=2)  # epoch 2: the checkpoint of iteration 3 is written
     (run_dir,) = run_dirs(project, str(small_disk))
     before = files_of(run_dir)
-    second = train(project)
+    same_port = train(project)  # a second terminal: torchrun refuses the port the first one holds
+    assert same_port.returncode == 1 and "address already in use" in same_port.stderr, outcome(same_port)
+    second = train(project, master_port=free_port())  # a second node's command: it reaches the run's hold
     assert second.returncode == 1, outcome(second)
-    held = f"Another process (PID {first.pid}) is training in {run_dir}, the run this command would continue"
-    assert held in second.stderr and "Traceback" not in second.stderr, outcome(second)
+    held = re.search(rf"Another process \(PID (\d+)\) is training in {run_dir}, the run this", second.stderr)
+    assert held and int(held[1]) in processes_of(first), f"the first command's process is named\n{outcome(second)}"
+    # (torchrun prints a traceback of its own when a process exits with 1: not the processes')
+    assert not re.search(r"\[rank\d\]: Traceback", second.stderr), outcome(second)
     assert run_dirs(project, str(small_disk)) == [run_dir] and files_of(run_dir) == before, "the second touched it"
     config = yaml.safe_load((project / "config.yaml").read_text())
     (project / "config.yaml").write_text(yaml.safe_dump(config | {"seed": 7}, sort_keys=False))
-    other = train(project)
+    other = train(project, master_port=free_port())
     assert other.returncode == 0, f"another config trains beside the held run: {outcome(other)}"
     (project / "config.yaml").write_text(yaml.safe_dump(config, sort_keys=False))
     assert len(run_dirs(project, str(small_disk))) == 2
 
-    filler = small_disk / "filler"
-    with open(filler, "wb") as f:  # all the space but 256 KiB, as other programs would have taken it
-        os.posix_fallocate(f.fileno(), 0, shutil.disk_usage(small_disk).free - 256 * 1024)
-    first.send_signal(signal.SIGCONT)
+    filler = fill(small_disk)
+    resume(first)
     stdout, stderr = first.communicate(timeout=240)
     assert first.returncode == 1, f"exit code {first.returncode}\n{stderr[-5000:]}"
     full = f"No space left on device for training_checkpoint_6.pt in {run_dir}: it takes "
     assert full in stderr and "MiB are free. The checkpoints saved before it are kept" in stderr, stderr[-3000:]
+    assert "The run failed in process 1: RuntimeError" in read_log(run_dir)["text"], "process 1 failed after it"
     assert run_status(run_dir)["status"] == "stopped" and full in run_status(run_dir)["reason"], run_status(run_dir)
     assert sorted(p.name for p in run_dir.glob("*.pt")) == ["training_checkpoint_3.pt"]
     assert not [p.name for p in run_dir.iterdir() if p.name.startswith(("tmp", "."))], "a partial file was left"
@@ -344,8 +398,39 @@ def test_a_second_command_on_a_training_run_stops_at_once_and_a_full_disk_stops_
     assert proc.returncode == 0, outcome(proc)
     log = read_log(run_dir)
     assert f"Continuing the run in {run_dir} from {run_dir / 'training_checkpoint_3.pt'}" in log["text"]
-    assert log["iterations"] == [1, 2, 3, 4, 5, 6, 4, 5, 6], "after checkpoint 3, each iteration trained again"
-    assert run_status(run_dir) == {"status": "finished", "reason": "max_epochs", "epoch": 2, "iteration": 6}
+    assert log["iterations"] == [1, 2, 3, 4, 5, 6, 4, 5, 6, 7, 8, 9], "after checkpoint 3, each iteration trained again"
+    assert run_status(run_dir) == {"status": "finished", "reason": "max_epochs", "epoch": 3, "iteration": 9}
+
+
+def test_a_full_disk_at_replica_0s_checkpoint_ends_every_tpu_replica_with_the_run_stopped(
+    bake, small_disk: Path
+) -> None:
+    """2 XLA replicas on the CPU (threads of one process, as in the 8-replica tests): replica 0's checkpoint does
+    not fit, its run stops, naming the file; replica 1, which would wait for it in the next all-reduce for ever,
+    is ended by the launcher, and the command exits 1 with replica 0's error, its checkpoint before kept."""
+    project = bake(backend="xla-tpu", save_best_model=False)
+    # 3 epochs of 3 iterations of 2 samples a replica, a checkpoint after each; the light model of XLA CPU runs.
+    replicas = {"batch_size": 4, "eval_batch_size": 4, "train_epoch_length": 3, "eval_epoch_length": 1}
+    light = XLA_LIGHT_MODELS["vision-classification"]
+    make_offline(project, output_dir=str(small_disk), max_epochs=3, **light, **replicas)
+    harness = {"XLA_CPU_REPLICAS": "2", "XLA_FLAGS": XLA_CPU["XLA_FLAGS"]}
+    first = start_paused(project, 5, python=XLA_PYTHON, env=harness)  # the replicas' process, paused
+    (run_dir,) = run_dirs(project, str(small_disk))
+    fill(small_disk)
+    resume(first)
+    try:
+        stdout, stderr = first.communicate(timeout=120)
+    except subprocess.TimeoutExpired:
+        for pid in processes_of(first):
+            os.kill(pid, signal.SIGKILL)
+        pytest.fail("the command hung: replica 1 still waits for replica 0 in the all-reduce")
+    assert first.returncode == 1, f"exit code {first.returncode}\n{stderr[-5000:]}"
+    full = f"No space left on device for training_checkpoint_6.pt in {run_dir}: it takes "
+    assert "Replica 0 failed:" in stderr and full in stderr, stderr[-5000:]
+    assert "The other replicas, waiting for it, were ended after 10 s." in stderr, stderr[-3000:]
+    assert run_status(run_dir)["status"] == "stopped" and full in run_status(run_dir)["reason"], run_status(run_dir)
+    assert sorted(p.name for p in run_dir.glob("*.pt")) == ["training_checkpoint_3.pt"]
+    assert not processes_in(project), "a replica process is left"
 
 
 def corrupt(checkpoint: Path) -> None:

@@ -1,10 +1,13 @@
 {% import "flags.j2" as flags with context %}
-"""The TPU launcher and its replicas: a stop signal to ``python main.py`` stops the replicas cleanly.
+"""The TPU launcher and its replicas: a stop signal to ``python main.py`` stops the replicas cleanly, and a
+replica that fails ends them all.
 
 Each replica trains in a thread (or, on a TPU VM, in a process of its own), where Python cannot handle
 signals: the launcher catches them and passes a stop on through a folder the replicas inherit. When nothing
 was trained since the last checkpoint (or the start) but the command's first iteration, it ends them and
 itself at once instead: on a TPU, that first iteration compiles, for longer than a preemption notice may last.
+A replica whose run fails (a full disk at replica 0's checkpoint, say) says so in the folder: the others would
+wait for it in their next collective for ever, so the launcher ends them.
 """
 
 import multiprocessing
@@ -14,9 +17,11 @@ import signal
 import sys
 import tempfile
 import threading
+import time
 from collections.abc import Callable
 from datetime import datetime
 from pathlib import Path
+from traceback import format_exception
 from typing import NoReturn
 
 import ignite.distributed as idist
@@ -35,6 +40,11 @@ from machinery.runs import write_status
 REPLICAS_FOLDER = "TRAINING_REPLICAS_FOLDER"
 # In that folder while replica 0 has trained iterations that no checkpoint holds yet.
 UNSAVED = "unsaved"
+# In that folder once a replica's run failed: which replica, and its error.
+FAILED = "failed"
+# How long the launcher lets the other replicas end on their own after one failed (all fail alike, from a bad
+# config, say), before it ends those that wait for it.
+FAILED_GRACE_SECONDS = {{ flags.failed_replica_grace_s }}
 
 
 def launch_replicas(launch: Callable[[], None]) -> None:
@@ -58,12 +68,17 @@ def launch_replicas(launch: Callable[[], None]) -> None:
 
     launcher = threading.Thread(target=launch_and_keep_error)
     launcher.start()
-    while launcher.is_alive() and not (folder / "started").exists():
+    while launcher.is_alive() and not (folder / "started").exists() and not (folder / FAILED).exists():
         launcher.join(0.1)
     for signum, handler in caught.items():
         signal.signal(signum, handler)
+    failed_at = None
     while launcher.is_alive():
         launcher.join(0.5)  # returns now and then: signal handlers run in this thread only
+        if failed_at is None and (folder / FAILED).exists():
+            failed_at = time.monotonic()
+        if failed_at is not None and time.monotonic() - failed_at > FAILED_GRACE_SECONDS:
+            _end_after_failure(folder)
     shutil.rmtree(folder)
     if failed:
         raise failed[0]
@@ -93,6 +108,29 @@ def stop_at_once(signum: int) -> NoReturn:
     shutil.rmtree(folder)
     print(f"Stopped: {reason}.", file=sys.stderr, flush=True)
     os._exit(128 + signum)
+
+
+def replica_failed(error: BaseException) -> None:
+    """From a replica whose run failed (recorded in its run directory): tell the launcher, the first time."""
+    if REPLICAS_FOLDER in os.environ:
+        try:
+            with open(Path(os.environ[REPLICAS_FOLDER]) / FAILED, "x") as report:
+                report.write(f"Replica {idist.get_rank()} failed:\n{''.join(format_exception(error))}")
+        except FileExistsError:
+            pass  # another replica's failure came first
+        except OSError:
+            pass  # a full disk: the file is there, empty, and the error is in training.log
+
+
+def _end_after_failure(folder: Path) -> NoReturn:
+    """End the replicas and this process: one replica failed, and the others wait for it in a collective."""
+    for child in multiprocessing.active_children():  # the replica processes (a TPU VM's)
+        child.kill()
+    report = (folder / FAILED).read_text() or "A replica failed: its error is in training.log."
+    shutil.rmtree(folder)
+    waited = f"The other replicas, waiting for it, were ended after {FAILED_GRACE_SECONDS} s."
+    print(f"{report.rstrip()}\n{waited}", file=sys.stderr, flush=True)
+    os._exit(1)
 
 
 def replicas_started() -> None:

@@ -145,7 +145,8 @@ def run_recorded(local_rank: int, run: Callable[[int, Config], None], config: Co
 def record_failure(run_dir: Path, error: BaseException) -> None:
     """Log the error in ``training.log`` with its traceback, and record it in ``status.yaml``: failed,
     aborted (a second stop signal), or stopped (a full disk). Each process that fails logs its error;
-    status.yaml keeps this command's first (the others' often follow from it: a peer gone from a collective)."""
+    status.yaml keeps this command's first, a full disk's stop included (the others' often follow from it: a peer
+    gone from a collective)."""
     message = str(error).strip()
     # A DataLoader worker's error holds the worker's traceback, whose last line is the error itself.
     worker = "Original Traceback" in message
@@ -159,8 +160,14 @@ def record_failure(run_dir: Path, error: BaseException) -> None:
         log.write(f"{stamp} train ERROR: The run {status}{process}: {reason}\n{''.join(format_exception(error))}")
     path = run_dir / STATUS_FILE
     earlier = read_yaml(path, []) if path.is_file() and path.stat().st_mtime >= _Current.since else None
-    if (earlier or {}).get("status") not in ("failed", "aborted"):
+    if not _is_failure(earlier or {}):
         write_status(run_dir, status=status, reason=reason)
+
+
+def _is_failure(status: dict) -> bool:
+    """Whether ``status`` (status.yaml's content) records a failure, a full disk's stop included."""
+    disk_full = str(status.get("reason", "")).startswith(f"OSError: [Errno {errno.ENOSPC}]")
+    return status.get("status") in ("failed", "aborted") or disk_full
 
 
 def _lock_config(run_dir: Path, config: Config) -> None:

@@ -24,7 +24,7 @@ from config import Config
 from machinery.loaders import EvalShard
 {% endif %}
 from machinery.preemption import catch_stop_signals, exit_if_stopped
-from machinery.replicas import launch_replicas
+from machinery.replicas import launch_replicas, replica_failed
 from machinery.runs import run_recorded
 
 # torch_xla 2.7 removed these names of torch_xla.core.xla_model in favour of torch_xla.runtime; ignite
@@ -62,7 +62,11 @@ def launch(run: Callable[[int, Config], None], config: Config) -> None:
 def _xla_replica(_index: int, run: Callable[[int, Config], None], config: Config) -> None:
     # torch_xla.launch passes the replica's index first; ignite joins the running replica (no nproc_per_node).
     with idist.Parallel(backend="xla-tpu") as parallel:
-        parallel.run(run_recorded, run, config)
+        try:
+            parallel.run(run_recorded, run, config)
+        except BaseException as error:
+            replica_failed(error)  # the launcher ends the other replicas: they would wait for this one
+            raise
 
 
 def check_replicas(config: Config, logger: logging.Logger) -> None:
