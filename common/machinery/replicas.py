@@ -72,7 +72,7 @@ def launch_replicas(launch: Callable[[], None]) -> None:
         launcher.join(0.1)
     for signum, handler in caught.items():
         signal.signal(signum, handler)
-    failed_at = None
+    failed_at: float | None = None
     while launcher.is_alive():
         launcher.join(0.5)  # returns now and then: signal handlers run in this thread only
         if failed_at is None and (folder / FAILED).exists():
@@ -87,6 +87,8 @@ def launch_replicas(launch: Callable[[], None]) -> None:
 def _pass_on(signum: int) -> None:
     """Tell the replicas to stop (they read the file as they check for a stop); end at once if nothing is unsaved."""
     folder = Path(os.environ[REPLICAS_FOLDER])
+    if (folder / FAILED).exists():  # a replica failed: the others may wait for it, and no stop would come
+        _end_after_failure(folder)
     (folder / "stop").write_text(signal.Signals(signum).name)
     if not (folder / UNSAVED).exists():
         stop_at_once(signum)
@@ -119,7 +121,7 @@ def replica_failed(error: BaseException) -> None:
         except FileExistsError:
             pass  # another replica's failure came first
         except OSError:
-            pass  # a full disk: the file is there, empty, and the error is in training.log
+            pass  # a full disk: the file, if made, still tells the launcher (the error is in training.log)
 
 
 def _end_after_failure(folder: Path) -> NoReturn:

@@ -164,9 +164,9 @@ def record_failure(run_dir: Path, error: BaseException) -> None:
         write_status(run_dir, status=status, reason=reason)
 
 
-def _is_failure(status: dict) -> bool:
+def _is_failure(status: dict[str, Any]) -> bool:
     """Whether ``status`` (status.yaml's content) records a failure, a full disk's stop included."""
-    disk_full = str(status.get("reason", "")).startswith(f"OSError: [Errno {errno.ENOSPC}]")
+    disk_full = status.get("status") == "stopped" and f"[Errno {errno.ENOSPC}]" in str(status.get("reason"))
     return status.get("status") in ("failed", "aborted") or disk_full
 
 

@@ -64,7 +64,7 @@ def _xla_replica(_index: int, run: Callable[[int, Config], None], config: Config
     with idist.Parallel(backend="xla-tpu") as parallel:
         try:
             parallel.run(run_recorded, run, config)
-        except BaseException as error:
+        except (Exception, KeyboardInterrupt) as error:  # not SystemExit: a finished run's exit, in every replica
             replica_failed(error)  # the launcher ends the other replicas: they would wait for this one
             raise
 
