@@ -279,20 +279,13 @@ def test_a_tpu_run_stopped_with_nothing_unsaved_ends_at_once_and_a_continued_one
     assert metrics["eval_compilations_per_epoch"][1:] == [0], f"evaluation compiled after warm-up: {metrics}"
 
 
-def processes_of(command: subprocess.Popen) -> dict[int, str]:
-    """The command's process and its descendants (torchrun's workers, a TPU launcher's replica process): each
-    PID and its state (``T``: stopped)."""
-    stats = {}
-    for stat in Path("/proc").glob("[0-9]*/stat"):
-        try:
-            fields = stat.read_text().rsplit(") ", 1)[1].split()  # after the command name, which may hold spaces
-        except (OSError, IndexError):
-            continue  # ended meanwhile
-        stats[int(stat.parent.name)] = (fields[0], int(fields[1]))  # state, parent's PID
-    found = {command.pid: stats.get(command.pid, ("?", 0))[0]}
-    while new := {pid: state for pid, (state, parent) in stats.items() if parent in found and pid not in found}:
-        found |= new
-    return found
+def process_states(project: Path) -> dict[int, str]:
+    """The state of each process running in ``project`` (``T``: stopped), by PID."""
+    states = {}
+    for pid in processes_in(project):
+        with contextlib.suppress(OSError, IndexError):  # ended meanwhile
+            states[pid] = Path(f"/proc/{pid}/stat").read_text().rsplit(") ", 1)[1][0]  # after the command's name
+    return states
 
 
 def start_paused(
@@ -311,27 +304,28 @@ def start_paused(
         text=True,
     )
     deadline = time.monotonic() + 240
-    while list(processes_of(first).values()).count("T") < processes:
+    while list(process_states(project).values()).count("T") < processes:
         assert first.poll() is None, f"training ended before iteration {iteration}:\n{first.communicate()}"
         assert time.monotonic() < deadline, f"training did not reach iteration {iteration} in 240 s"
         time.sleep(0.2)
     return first
 
 
-def resume(command: subprocess.Popen) -> None:
-    """Continue the command's paused processes (SIGCONT)."""
-    for pid, state in processes_of(command).items():
+def resume(project: Path) -> None:
+    """Continue the paused processes running in ``project`` (SIGCONT)."""
+    for pid, state in process_states(project).items():
         if state == "T":
             os.kill(pid, signal.SIGCONT)
 
 
 @contextlib.contextmanager
-def ended_after(command: subprocess.Popen):
-    """End the command's processes, paused or not, when the block ends (a failed check leaves none behind)."""
+def ended_after(project: Path):
+    """End the processes running in ``project``, paused or not, when the block ends (a failed check leaves none
+    behind)."""
     try:
-        yield command
+        yield
     finally:
-        for pid in processes_of(command):
+        for pid in processes_in(project):
             with contextlib.suppress(ProcessLookupError):
                 os.kill(pid, signal.SIGKILL)
 
@@ -377,7 +371,7 @@ def test_a_second_command_on_a_training_run_stops_at_once_and_a_full_disk_stops_
     # 3 epochs of 3 iterations, a checkpoint after each.
     make_offline(project, output_dir=str(small_disk), max_epochs=3)
     first = start_paused(project, 5, processes=2)  # epoch 2: the checkpoint of iteration 3 is written
-    with ended_after(first):
+    with ended_after(project):
         (run_dir,) = run_dirs(project, str(small_disk))
         before = files_of(run_dir)
         same_port = train(project)  # a second terminal: torchrun refuses the port the first one holds
@@ -385,7 +379,7 @@ def test_a_second_command_on_a_training_run_stops_at_once_and_a_full_disk_stops_
         second = train(project, master_port=free_port())  # a second node's command: it reaches the run's hold
         assert second.returncode == 1, outcome(second)
         held = re.search(rf"Another process \(PID (\d+)\) is training in {re.escape(str(run_dir))}, the", second.stderr)
-        assert held and int(held[1]) in processes_of(first), f"the first command's process is named\n{outcome(second)}"
+        assert held and int(held[1]) in processes_in(project), f"the PID named is the first's\n{outcome(second)}"
         # (torchrun prints a traceback of its own when a process exits with 1: not the processes')
         assert not re.search(r"\[rank\d\]: Traceback", second.stderr), outcome(second)
         assert run_dirs(project, str(small_disk)) == [run_dir] and files_of(run_dir) == before, "the second touched it"
@@ -398,7 +392,7 @@ def test_a_second_command_on_a_training_run_stops_at_once_and_a_full_disk_stops_
         assert len(run_dirs(project, str(small_disk))) == 2
 
         filler = fill(small_disk)
-        resume(first)
+        resume(project)
         stdout, stderr = first.communicate(timeout=240)
     assert first.returncode == 1, f"exit code {first.returncode}\n{stderr[-5000:]}"
     full = f"No space left on device for training_checkpoint_6.pt in {run_dir}: it takes "
@@ -433,8 +427,8 @@ def test_a_full_disk_at_replica_0s_checkpoint_ends_every_tpu_replica_with_the_ru
     first = start_paused(project, 5, python=XLA_PYTHON, env=harness)  # the replicas' process, paused
     (run_dir,) = run_dirs(project, str(small_disk))
     fill(small_disk)
-    with ended_after(first):
-        resume(first)
+    with ended_after(project):
+        resume(project)
         try:
             stdout, stderr = first.communicate(timeout=120)
         except subprocess.TimeoutExpired:

@@ -97,8 +97,7 @@ def _pass_on(signum: int) -> None:
 def stop_at_once(signum: int) -> NoReturn:
     """End the replicas and this process now: nothing was trained since the last checkpoint (or the start), so
     there is nothing to save, and the iteration under way may be a first compilation of minutes."""
-    for child in multiprocessing.active_children():  # the replica processes (a TPU VM's)
-        child.kill()
+    _kill_replica_processes()
     reason = f"{signal.Signals(signum).name}, with nothing trained since the last checkpoint: stopped at once"
     folder = Path(os.environ[REPLICAS_FOLDER])
     if (folder / "run_dir").is_file():  # replica 0 has its run directory
@@ -126,13 +125,18 @@ def replica_failed(error: BaseException) -> None:
 
 def _end_after_failure(folder: Path) -> NoReturn:
     """End the replicas and this process: one replica failed, and the others wait for it in a collective."""
-    for child in multiprocessing.active_children():  # the replica processes (a TPU VM's)
-        child.kill()
+    _kill_replica_processes()
     report = (folder / FAILED).read_text() or "A replica failed: its error is in training.log."
     shutil.rmtree(folder)
     waited = f"The other replicas, waiting for it, were ended after {FAILED_GRACE_SECONDS} s."
     print(f"{report.rstrip()}\n{waited}", file=sys.stderr, flush=True)
     os._exit(1)
+
+
+def _kill_replica_processes() -> None:
+    """Kill the replica processes (a TPU VM's; threads of this process end with it at its os._exit)."""
+    for child in multiprocessing.active_children():
+        child.kill()
 
 
 def replicas_started() -> None:
