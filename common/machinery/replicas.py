@@ -10,6 +10,7 @@ A replica whose run fails (a full disk at replica 0's checkpoint, say) says so i
 wait for it in their next collective for ever, so the launcher ends them.
 """
 
+import contextlib
 import multiprocessing
 import os
 import shutil
@@ -114,13 +115,10 @@ def stop_at_once(signum: int) -> NoReturn:
 def replica_failed(error: BaseException) -> None:
     """From a replica whose run failed (recorded in its run directory): tell the launcher, the first time."""
     if REPLICAS_FOLDER in os.environ:
-        try:
-            with open(Path(os.environ[REPLICAS_FOLDER]) / FAILED, "x") as report:
-                report.write(f"Replica {idist.get_rank()} failed:\n{''.join(format_exception(error))}")
-        except FileExistsError:
-            pass  # another replica's failure came first
-        except OSError:
-            pass  # a full disk: the file, if made, still tells the launcher (the error is in training.log)
+        # The file exists: another replica's failure came first. A full disk: the file, if made, still tells the
+        # launcher (the error is in training.log).
+        with contextlib.suppress(OSError), open(Path(os.environ[REPLICAS_FOLDER]) / FAILED, "x") as report:
+            report.write(f"Replica {idist.get_rank()} failed:\n{''.join(format_exception(error))}")
 
 
 def _end_after_failure(folder: Path) -> NoReturn:
