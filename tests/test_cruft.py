@@ -5,6 +5,8 @@ so uncommitted changes would not be seen: the test commits them into a temporary
 """
 
 import json
+import os
+import shlex
 import shutil
 import subprocess
 import sys
@@ -12,11 +14,22 @@ from pathlib import Path
 
 import pytest
 from answers import REPO
+from readme_examples import commands, example
 
 pytestmark = pytest.mark.slow  # they clone, update and train generated projects: not in the quick lane
 
 CRUFT = str(Path(sys.executable).parent / "cruft")
 GIT = ["git", "-c", "user.email=test@example.com", "-c", "user.name=Test", "-c", "init.defaultBranch=main"]
+# What the README's commands, run as written, run with: git's identity, and pip's index off (nothing downloads).
+README_SHELL = {
+    **{
+        f"GIT_{who}_{what}": value
+        for who in ("AUTHOR", "COMMITTER")
+        for what, value in (("NAME", "Test"), ("EMAIL", "test@example.com"))
+    },
+    "PIP_NO_INDEX": "1",
+    "PIP_DISABLE_PIP_VERSION_CHECK": "1",
+}
 
 
 def sh(cmd: list[str], cwd: Path, ok: bool = True) -> subprocess.CompletedProcess:
@@ -55,17 +68,35 @@ def create(template_repo: Path, out: Path, template: str, **answers) -> Path:
     return project
 
 
-def test_update_brings_template_changes_and_keeps_user_edits(template_repo: Path, tmp_path: Path) -> None:
+def test_the_readmes_cruft_commands_create_check_and_update_a_project(template_repo: Path, tmp_path: Path) -> None:
+    """The README's cruft block, as written (the repository's URL this one's path, Enter at every question): the
+    project is created, made a git repository, and is up to date. Then the user edits it and the template moves
+    on: `cruft check` says so, `cruft update -y` brings the template's change (notebook, CI and pre-commit files
+    included) and keeps the user's edits, and the project is up to date again."""
+    block = example((REPO / "README.md").read_text(), "## Keep a project up to date with cruft", "bash")
+    install, create_line, commit_line, check, update = commands(block)
+    env = {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}", **README_SHELL}
     out = tmp_path / "out"
     out.mkdir()
-    project = create(template_repo, out, "vision-classification", project_name="My Proj", backend="gloo")
+
+    def run(line: str, cwd: Path, ok: bool = True) -> subprocess.CompletedProcess:
+        line = line.replace("https://github.com/<org>/<repo>", str(template_repo))
+        proc = subprocess.run(
+            ["bash", "-eo", "pipefail", "-c", line], cwd=cwd, env=env, input="\n" * 100, capture_output=True, text=True
+        )
+        if ok:
+            assert proc.returncode == 0, f"the README's `{line}` failed:\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}"
+        return proc
+
+    run(install, out)  # with pip's index off (PIP_NO_INDEX below): cruft is there, nothing is downloaded
+    run(create_line, out)
+    run(commit_line, out)
+    (project,) = out.iterdir()
     linked = json.loads((project / ".cruft.json").read_text())
     assert linked["directory"] == "vision-classification"
-    assert sh([CRUFT, "check"], project).returncode == 0, "a new project is up to date"
+    assert run(check, project).returncode == 0, "a new project is up to date"
 
-    # The user's own project: under git, with edits of their own.
-    sh([*GIT, "init", "-q"], project)
-    commit_all(project, "generated")
+    # The user's own edits.
     data = project / "data.py"
     data.write_text(data.read_text().replace("SYNTHETIC_SIZES = (1024, 256)", "SYNTHETIC_SIZES = (2048, 256)"))
     (project / "NOTES.md").write_text("my notes\n")
@@ -82,10 +113,10 @@ def test_update_brings_template_changes_and_keeps_user_edits(template_repo: Path
         (partials / name).write_text((partials / name).read_text() + "# template v2\n")
     commit_all(template_repo, "template v2")
 
-    assert sh([CRUFT, "check"], project, ok=False).returncode != 0, "cruft check must see the new template commit"
-    sh([CRUFT, "update", "-y"], project)
+    assert run(check, project, ok=False).returncode != 0, "cruft check must see the new template commit"
+    run(update, project)
     assert new_doc in (project / "machinery" / "launch.py").read_text()
-    notebook = json.loads((project / "my_proj.ipynb").read_text())
+    notebook = json.loads((project / "vision_classification.ipynb").read_text())
     cells = ["".join(cell["source"]) for cell in notebook["cells"]]
     launch_cell = next(cell for cell in cells if cell.startswith("%%writefile machinery/launch.py"))
     assert new_doc in launch_cell, "the notebook must follow the template change"
@@ -93,7 +124,7 @@ def test_update_brings_template_changes_and_keeps_user_edits(template_repo: Path
     for name in (".github/workflows/ci.yml", ".pre-commit-config.yaml"):
         assert (project / name).read_text().endswith("# template v2\n"), f"{name} must follow the template"
     assert (project / "NOTES.md").read_text() == "my notes\n"
-    assert sh([CRUFT, "check"], project).returncode == 0
+    assert run(check, project).returncode == 0
 
 
 def test_a_commit_outside_the_template_flags_the_project_but_changes_nothing(
@@ -135,10 +166,16 @@ def test_switching_a_project_from_gpu_to_tpu_and_back_keeps_the_users_edit(templ
     data.write_text(data.read_text().replace(*edit))
     commit_all(project, "my edit")
 
-    for backend, nproc in (("xla-tpu", "8"), ("nccl", "1")):
-        answers = {"backend": backend, "nproc_per_node": nproc}
-        sh([CRUFT, "update", "-y", "--variables-to-update", json.dumps(answers)], project)
-        commit_all(project, f"switched to {backend}")
+    # The README's commands: to the TPU, commit, and back.
+    block = example((REPO / "README.md").read_text(), "### Change an answer later (GPU to TPU and back)", "bash")
+    to_tpu, commit_line, back = commands(block)
+    env = {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}", **README_SHELL}
+    for line in (to_tpu, back):
+        answers = json.loads(shlex.split(line)[-1])
+        backend = answers["backend"]
+        for command in (line, commit_line):
+            proc = subprocess.run(["bash", "-c", command], cwd=project, env=env, capture_output=True, text=True)
+            assert proc.returncode == 0, f"the README's `{command}` failed:\n{proc.stdout}\n{proc.stderr}"
         tpu = backend == "xla-tpu"
         assert "SYNTHETIC_SIZES = (512, 128)" in data.read_text(), f"switching to {backend} lost the user's edit"
         assert (project / "machinery" / "xla.py").is_file() == tpu, f"xla.py must exist exactly on TPU (now {backend})"

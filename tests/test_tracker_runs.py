@@ -20,11 +20,16 @@ server, stop the run at once with their own message. What no test here can check
 page (the server is started without its first-run download of the page's scripts; the data API needs none).
 """
 
+import contextlib
 import json
 import os
+import signal
 import socket
 import subprocess
+import sys
 import time
+import urllib.error
+import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -111,6 +116,10 @@ def test_mlflow_sqlite_store_holds_a_stopped_and_continued_run_once_at_the_readm
     # Read through the README's URI, from the project directory, as `mlflow ui` would: one run in the store,
     # holding every step once, as an uninterrupted run's.
     check_tracker_records(records("mlflow", "sqlite:///./my runs/mlflow.db", project), run_dir, config)
+    # The README's `mlflow ui`, as written (its default port, 5000): its API lists that one run, by its name.
+    search = ("api/2.0/mlflow/runs/search", json.dumps({"experiment_ids": ["0"]}).encode())
+    found = served(viewer, project, "http://127.0.0.1:5000", *search)
+    assert [run["info"]["run_name"] for run in found["runs"]] == [run_dir.name], found
 
 
 @pytest.mark.parametrize("tracker", sorted(OFFLINE_COMMANDS))
@@ -256,3 +265,34 @@ def test_a_stopped_and_continued_run_is_one_tensorboard_run_with_every_step_once
     project, run_dir, config, _ = bake_and_train(bake, tmp_path, "tensorboard", launcher="none", stop_and_continue=True)
     # One run in the tracker, holding every step once, as an uninterrupted run's.
     check_tracker_records(records("tensorboard", project / "logs", project), run_dir, config)
+    # The README's `tensorboard --logdir`, as written (its default port, 6006): it serves that one run.
+    found = served(readme_block(project, "## Experiment tracking"), project, "http://127.0.0.1:6006", "data/runs")
+    assert found == [f"{run_dir.name}/tensorboard"], found
+
+
+def served(command: str, project: Path, server: str, path: str, body: bytes | None = None) -> dict | list:
+    """Start a README's viewer command in ``project`` as written (the trackers venv's and the base venv's
+    commands first on PATH), ask its server for ``path`` (JSON; a POST of ``body`` if given) once it answers,
+    then stop it."""
+    venvs = os.pathsep.join(str(Path(python).parent) for python in (TRACKERS_PYTHON, sys.executable))
+    env = {**os.environ, "PATH": f"{venvs}{os.pathsep}{os.environ['PATH']}"}
+    viewer = subprocess.Popen(
+        ["bash", "-c", f"exec {command}"], cwd=project, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+        start_new_session=True,
+    )  # fmt: skip
+    deadline = time.monotonic() + 90
+    try:
+        while True:
+            assert viewer.poll() is None, f"`{command}` ended:\n{viewer.stdout.read().decode()[-3000:]}"
+            try:
+                request = urllib.request.Request(f"{server}/{path}", data=body, method="POST" if body else "GET")
+                request.add_header("Content-Type", "application/json")
+                with urllib.request.urlopen(request, timeout=5) as response:
+                    return json.loads(response.read())
+            except (urllib.error.URLError, ConnectionError):
+                assert time.monotonic() < deadline, f"`{command}` did not serve {server}/{path} within 90 s"
+                time.sleep(0.5)
+    finally:
+        with contextlib.suppress(ProcessLookupError):  # it may have ended on its own
+            os.killpg(viewer.pid, signal.SIGKILL)
+        viewer.wait()

@@ -6,6 +6,7 @@
     # randomly initialised encoder offline (for tests and demos: `model` is then not used).
     # The classes come from the train split's labels (their names, if the dataset has them).
     dataset: str = "imdb"
+    dataset_config: str | None = None  # a Hub dataset's configuration (glue's sst2); null: its only one
     data_path: str = "./data"
     train_split: str = "train"
     eval_split: str = "test"

@@ -3,6 +3,7 @@ Parquet files, or offline synthetic reviews. The classes come from the data."""
 
 import os
 import random
+import re
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -34,7 +35,7 @@ SENTIMENT = (("bad", "awful", "boring", "dull", "weak"), ("good", "great", "wond
 
 
 @contextmanager
-def hub_advice(key: str, name: str) -> Iterator[None]:
+def hub_advice(key: str, name: str, configuration: str | None = None) -> Iterator[None]:
     """Turn a failed load of ``name`` (config key ``key``) from the Hugging Face Hub into advice."""
     try:
         yield
@@ -43,6 +44,11 @@ def hub_advice(key: str, name: str) -> Iterator[None]:
             f"{key}={name!r} could not be loaded from the Hugging Face Hub or its cache ({error}). Check the name "
             "and the network, or set `dataset: synthetic` to train offline."
         ) from error
+    except ValueError as error:  # a dataset's configuration left out where it has several, or one it lacks
+        found = re.match(r"(Config name is missing|BuilderConfig .* not found).*?(\[.*?\])", str(error), re.DOTALL)
+        if not found:
+            raise
+        raise ValueError(f"dataset_config={configuration!r}: {name} has the configurations {found[2]}") from error
 
 
 def setup_tokenizer(config: Config) -> PreTrainedTokenizerBase:
@@ -76,6 +82,9 @@ def synthetic_reviews(size: int, seed: int, max_words: int) -> Dataset:
 def load_splits(config: Config) -> tuple[tuple[str, Dataset], tuple[str, Dataset]]:
     """The train and eval splits as the data holds them, each with the words that name it in errors."""
     splits = (config.train_split, config.eval_split)
+    if config.dataset in ("synthetic", "files") and config.dataset_config is not None:
+        problem = f"dataset_config={config.dataset_config!r}: dataset={config.dataset!r} has no configurations"
+        raise ValueError(f"{problem}; set `dataset_config: null`")
     if config.dataset == "synthetic":
         train_size, eval_size = SYNTHETIC_SIZES
         max_words = config.max_length - 2  # [CLS] and [SEP] take two of the tokens
@@ -85,8 +94,8 @@ def load_splits(config: Config) -> tuple[tuple[str, Dataset], tuple[str, Dataset
         paths = [data_file(config.data_path, split) for split in splits]
         return tuple((str(path), read_file(path)) for path in paths)
     name = HUB_NAMES.get(config.dataset, config.dataset)
-    with hub_advice("dataset", config.dataset):
-        loaded = load_dataset(name, cache_dir=config.data_path)
+    with hub_advice("dataset", config.dataset, config.dataset_config):
+        loaded = load_dataset(name, config.dataset_config, cache_dir=config.data_path)
     for key, split in zip(("train_split", "eval_split"), splits, strict=True):
         if split not in loaded:
             raise ValueError(f"{key}={split!r}: {name} has no such split; its splits are {list(loaded)}")
@@ -120,8 +129,8 @@ def class_names(split: Dataset, column: str) -> list[str]:
 
 
 def labelled(split: Dataset, where: str, config: Config, classes: list[str]) -> Dataset:
-    """``split`` with its labels as class indices in ``label``; a missing column, a text that is not one and a
-    label that is not one of ``classes`` are refused, naming the split and the row."""
+    """``split`` as two columns, its texts in ``text`` and their class indices in ``label``; a missing column, a
+    text that is not one and a label that is not one of ``classes`` are refused, naming the split and the row."""
     text, label = config.text_column, config.label_column
     for key, column in (("text_column", text), ("label_column", label)):
         if column not in split.column_names:
@@ -129,7 +138,7 @@ def labelled(split: Dataset, where: str, config: Config, classes: list[str]) -> 
     is_index = isinstance(split.features[label], ClassLabel)  # its values are class indices already
     index = {(value if is_index else name): value for value, name in enumerate(classes)}
 
-    def to_index(batch: dict[str, list], rows: list[int]) -> dict[str, list[int]]:
+    def to_index(batch: dict[str, list], rows: list[int]) -> dict[str, list]:
         labels = []
         for row, words, value in zip(rows, batch[text], batch[label], strict=True):
             if not isinstance(words, str):
@@ -138,9 +147,11 @@ def labelled(split: Dataset, where: str, config: Config, classes: list[str]) -> 
             if value is None or key not in index:
                 raise ValueError(f"{where}, row {row + 1}: label {value!r} is not one of the classes {classes}")
             labels.append(index[key])
-        return {"label": labels}
+        return {"text": batch[text], "label": labels}
 
-    return split.map(to_index, batched=True, with_indices=True)
+    # The columns' types given: `datasets` would keep a `label` column of class names a column of strings.
+    features = Features(text=Value("string"), label=Value("int64"))
+    return split.map(to_index, batched=True, with_indices=True, remove_columns=split.column_names, features=features)
 
 
 def encode(tokenizer: PreTrainedTokenizerBase, texts: list[str], max_length: int) -> BatchEncoding:
@@ -158,11 +169,10 @@ def get_datasets(config: Config, tokenizer: PreTrainedTokenizerBase) -> tuple[Da
         problem = f"{config.label_column!r} holds the classes {classes}"
         raise ValueError(f"{train_name}: {problem}; a classifier needs two classes at least")
     evaluation = labelled(evaluation, eval_name, config, classes)
-
-    max_length, text = config.max_length, config.text_column  # not the config: datasets caches by what `tokenize` uses
+    max_length = config.max_length  # not the config: datasets caches by what `tokenize` uses
 
     def tokenize(batch: dict[str, list]) -> dict[str, list]:
-        return encode(tokenizer, batch[text], max_length)
+        return encode(tokenizer, batch["text"], max_length)
 
     columns = ["input_ids", "attention_mask", "label"]
     train = train.map(tokenize, batched=True).with_format("torch", columns)

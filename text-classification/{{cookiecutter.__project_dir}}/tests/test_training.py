@@ -33,8 +33,8 @@ def test_imdb_path_tokenizes_the_splits_it_loads(config: Config, monkeypatch: py
     """The IMDB code path, given a small stand-in for the download: tests never reach the network."""
     splits = DatasetDict(train=synthetic_reviews(8, 0, max_words=20), test=synthetic_reviews(4, 1, max_words=20))
 
-    def load_dataset(path: str, cache_dir: str) -> DatasetDict:
-        assert (path, cache_dir) == ("stanfordnlp/imdb", config.data_path), "IMDB, cached in data_path"
+    def load_dataset(path: str, name: str | None, cache_dir: str) -> DatasetDict:
+        assert (path, name, cache_dir) == ("stanfordnlp/imdb", None, config.data_path), "IMDB, cached in data_path"
         return splits
 
     monkeypatch.setattr(data, "load_dataset", load_dataset)
