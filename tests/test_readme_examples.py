@@ -350,6 +350,15 @@ for case, changes in {"none": {"dataset_config": None}, "unknown": {"dataset_con
         get_datasets(replace(config, **changes), tokenizer)
     except ValueError as error:
         errors[case] = str(error)
+# The file formats the README names besides CSV and JSON Lines, labels as numbers: Parquet and JSON.
+files = Path("other_formats")
+for seed, (split, write) in enumerate(((config.train_split, "to_parquet"), (config.eval_split, "to_json"))):
+    reviews = synthetic_reviews(16, seed, max_words=20).cast_column("label", Value("int64"))
+    suffix = ".parquet" if write == "to_parquet" else ".json"
+    getattr(reviews, write)(files / f"{split}{suffix}", **({"lines": False} if suffix == ".json" else {}))
+read = get_datasets(replace(config, dataset="files", dataset_config=None, data_path=str(files),
+                            text_column="text", label_column="label"), tokenizer)
+errors["other formats"] = [len(read[0]), len(read[1]), read[2]]
 print(json.dumps(errors))
 """
 
@@ -359,7 +368,8 @@ def test_a_hub_dataset_by_name_and_configuration_trains_as_the_readme_shows(bake
     """The README's Hub example (a dataset by name with a configuration, ``dataset_config``), its config block set
     in config.yaml as shown: the dataset at that name, with two configurations and labels as numbers, trains on
     the one named (its classes, '0' and '1'). A configuration left out where there are several, one the dataset
-    lacks, and one given to files are refused naming the key, the value and the configurations there are."""
+    lacks, and one given to files are refused naming the key, the value and the configurations there are. And
+    `dataset: files` reads the other formats the README names, Parquet and JSON."""
     project = bake("text-classification")
     readme = (project / "README.md").read_text()
     config = settings(example(readme, "## Train on your data", "yaml", r"dataset_config"))
@@ -371,6 +381,8 @@ def test_a_hub_dataset_by_name_and_configuration_trains_as_the_readme_shows(bake
     assert f"dataset_config=None: {config['dataset']} has the configurations {configurations}" in errors["none"]
     assert "dataset_config='nope'" in errors["unknown"] and configurations in errors["unknown"], errors
     assert "dataset='files' has no configurations; set `dataset_config: null`" in errors["files"], errors
+    # `dataset: files` in the README's other formats, Parquet and JSON (an array), labels as numbers.
+    assert errors["other formats"] == [16, 16, ["0", "1"]], errors["other formats"]
 
     small = {**SHORT_RUN["text-classification"], "max_epochs": 1, "train_epoch_length": 2, "eval_epoch_length": 1}
     make_offline(project, **small, model=str(tmp_path / "model"), **config)
