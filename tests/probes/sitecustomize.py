@@ -4,6 +4,7 @@
 - ``XLA_CPU_REPLICAS=N``: the XLA CPU runtime as N replicas with working collectives (xla_cpu_replicas.py);
 - ``RANK_PROBE_DIR``: what each process, or replica, trained on, written there (rank_records.py);
 - ``STOP_PROBE``: a stop signal at an exact moment of training (stop_signals.py);
+- ``ONE_STOP``: a stop that reaches one training process (or replica) only (one_stop.py);
 - ``SLOW_ITERATIONS``: each training iteration that many seconds longer, asleep (slow_iterations.py).
 """
 
@@ -15,5 +16,7 @@ if os.environ.get("RANK_PROBE_DIR"):
     import rank_records  # noqa: F401
 if os.environ.get("STOP_PROBE"):
     import stop_signals  # noqa: F401
+if os.environ.get("ONE_STOP"):
+    import one_stop  # noqa: F401
 if os.environ.get("SLOW_ITERATIONS"):
     import slow_iterations  # noqa: F401
