@@ -11,12 +11,15 @@ from PIL import Image
 from torch.utils.data import DataLoader, Dataset
 from torchvision import datasets
 from torchvision import transforms as T
+from torchvision.models import WeightsEnum
 
 from config import Config
 from machinery.files import download_advice, image_folder
 from machinery.loaders import eval_loader, train_loader
+from models import pretrained_weights
 
-# CIFAR-10 statistics, used for every dataset so the model sees the same input scale.
+# CIFAR-10 statistics, used for every dataset so a randomly initialised model sees the same input scale
+# (pretrained weights bring the statistics they were trained with: see image_transforms).
 MEAN = (0.4914, 0.4822, 0.4465)
 STD = (0.2470, 0.2435, 0.2616)
 IMAGE_SIZE = (3, 32, 32)  # CIFAR-10's and the synthetic images'
@@ -62,12 +65,15 @@ class SyntheticImages(Dataset):
         return self.transform(Image.fromarray(pixels)), label
 
 
-def get_datasets(name: str, data_path: str, image_size: int = 32) -> tuple[Dataset, Dataset]:
-    """Return the train and eval datasets, with augmentation on the train set only.
+def get_datasets(
+    name: str, data_path: str, image_size: int = 32, weights: WeightsEnum | None = None
+) -> tuple[Dataset, Dataset]:
+    """Return the train and eval datasets, with augmentation on the train set only, in the transforms of a model
+    with ``weights`` (pretrained ones, or None: see ``image_transforms``).
 
     Each has ``classes``: the class names, in the order of the model's outputs.
     """
-    train_transform, eval_transform = image_transforms(image_size)
+    train_transform, eval_transform = image_transforms(image_size, weights)
     if name == "folder":
         return image_folders(Path(data_path), train_transform, eval_transform)
     if name == "cifar10":
@@ -85,14 +91,33 @@ def get_datasets(name: str, data_path: str, image_size: int = 32) -> tuple[Datas
     return train, evaluation
 
 
-def image_transforms(image_size: int) -> tuple[Transform, Transform]:
-    """The train transform (augmented) and the eval one, which predict.py uses too: any image to a tensor of
-    3 x ``image_size`` x ``image_size`` (CIFAR-10's images are 32 x 32 already)."""
+def image_transforms(image_size: int, weights: WeightsEnum | None = None) -> tuple[Transform, Transform]:
+    """The train transform (augmented) and the eval one, which predict.py uses too: any image to the model's input.
+
+    With random weights (``weights`` None), a tensor of 3 x ``image_size`` x ``image_size`` normalised with
+    CIFAR-10's statistics (CIFAR-10's images are 32 x 32 already). With pretrained ``weights``, their own
+    preprocessing (torchvision's ``weights.transforms()``): resized to their resize size (the shorter side), the
+    centre cropped to their crop size (in training a random crop), normalised with the mean and standard deviation
+    they were trained with; ``image_size`` is not used.
+    """
+    if weights is not None:
+        preset = weights.transforms()
+        resize = T.Resize(preset.resize_size, interpolation=preset.interpolation, antialias=preset.antialias)
+        normalize = T.Normalize(preset.mean, preset.std)
+        augment = [T.RandomCrop(preset.crop_size), T.RandomHorizontalFlip()]
+        train = T.Compose([resize, *augment, T.ToTensor(), normalize])
+        evaluation = T.Compose([resize, T.CenterCrop(preset.crop_size), T.ToTensor(), normalize])
+        return train, evaluation
     size = (image_size, image_size)
     augment = [T.RandomCrop(size, padding=image_size // 8), T.RandomHorizontalFlip()]
     train = T.Compose([T.Resize(size), *augment, T.ToTensor(), T.Normalize(MEAN, STD)])
     evaluation = T.Compose([T.Resize(size), T.ToTensor(), T.Normalize(MEAN, STD)])
     return train, evaluation
+
+
+def input_size(image_size: int, weights: WeightsEnum | None = None) -> int:
+    """The side of the model's square input images: ``image_size``, or with pretrained ``weights`` their crop size."""
+    return image_size if weights is None else weights.transforms().crop_size[0]
 
 
 def image_folders(root: Path, train_transform: Transform, eval_transform: Transform) -> tuple[Dataset, Dataset]:
@@ -115,7 +140,8 @@ def setup_data(config: Config) -> tuple[DataLoader, DataLoader, list[str]]:
     """Build the train and eval loaders, sharded across processes in distributed training; and the class names."""
     # Only the first process on each node downloads; the others wait, then read the files.
     with idist.one_rank_first(local=True):
-        train, evaluation = get_datasets(config.dataset, config.data_path, config.image_size)
+        weights = pretrained_weights(config.model, config.weights)
+        train, evaluation = get_datasets(config.dataset, config.data_path, config.image_size, weights)
     return train_loader(train, config), eval_loader(evaluation, config), list(train.classes)
 
 

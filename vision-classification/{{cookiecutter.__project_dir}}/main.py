@@ -10,19 +10,20 @@ from machinery.fit import fit
 from machinery.launch import cli, start_run
 from machinery.runs import write_classes
 from metrics import attach_metrics
-from models import setup_model
+from models import check_model, setup_model
 from trainers import AccumulatedGradients, setup_evaluator, setup_trainer
 
 
 def run(local_rank: int, config: Config) -> None:
     """Train and evaluate in one process (one of several in distributed training)."""
+    check_model(config.model, config.image_size, config.weights)  # a model that cannot take image_size stops here
     outputs = start_run(config)
     # This run's devices and how a training step runs on them: the same code on every backend (machinery/backend.py).
     backend = Backend(config)
 
     train_loader, eval_loader, classes = setup_data(config)
     write_classes(outputs.run_dir, classes)  # beside the models: predict.py names its predictions with them
-    model = setup_model(config.model, num_classes=len(classes), weights=config.weights)
+    model = setup_model(config.model, num_classes=len(classes), weights=config.weights, image_size=config.image_size)
     optimizer = optim.Adam(model.parameters(), lr=config.lr)
     # Models, optimizers and loaders on the devices (wrapped for several processes, or TPU replicas).
     model, optimizer, train_loader, eval_loader = backend.prepare(model, optimizer, train_loader, eval_loader)

@@ -19,7 +19,7 @@ from data import image_transforms
 from machinery.files import read_image
 from machinery.settings import load_config
 from machinery.trained import class_names, inference_device, load_trained, newest_model, write_predictions
-from models import logits_of, setup_model
+from models import logits_of, pretrained_weights, setup_model
 
 
 def trained_model(checkpoint: Path) -> tuple[nn.Module, Config, list[str]]:
@@ -27,7 +27,7 @@ def trained_model(checkpoint: Path) -> tuple[nn.Module, Config, list[str]]:
     config, weights = load_trained(checkpoint)
     classes = class_names(checkpoint)
     # Built as training built it: some models' pretrained networks differ from their random ones (GoogLeNet's).
-    model = setup_model(config.model, num_classes=len(classes), weights=config.weights)
+    model = setup_model(config.model, num_classes=len(classes), weights=config.weights, image_size=config.image_size)
     model.load_state_dict(weights)
     return model.eval(), config, classes
 
@@ -37,7 +37,8 @@ def predict(inputs: Sequence[Path], checkpoint: Path, batch_size: int = 64) -> l
     model, config, classes = trained_model(checkpoint)
     device = inference_device()
     model.to(device)
-    _, transform = image_transforms(config.image_size)  # the evaluation's
+    # The evaluation's: the pretrained weights' own preprocessing where the model started from them.
+    _, transform = image_transforms(config.image_size, pretrained_weights(config.model, config.weights))
     rows = []
     with torch.inference_mode():
         for start in range(0, len(inputs), batch_size):

@@ -16,7 +16,8 @@
 
     # Model and optimisation
     model: str = "deeplabv3_resnet50"  # any torchvision segmentation model, e.g. lraspp_mobilenet_v3_large
-    weights_backbone: str | None = None  # null: random initialisation; DEFAULT: the backbone's ImageNet weights
+    # null: random initialisation; DEFAULT: the backbone's ImageNet weights (images normalised with their statistics)
+    weights_backbone: str | None = None
     aux_loss_weight: float = 0.5  # weight of the auxiliary head's loss, where the model has one
     lr: float = 0.02
     momentum: float = 0.9

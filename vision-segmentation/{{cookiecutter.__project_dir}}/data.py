@@ -24,9 +24,11 @@ CLASSES = (
 NUM_CLASSES = len(CLASSES)  # VOC's and the synthetic scenes': a folder's come from config.classes or its masks
 # VOC's label of object borders and unclear pixels: the loss and the metrics leave them out.
 IGNORE_INDEX = 255
-# ImageNet statistics, which torchvision's backbones were trained with.
+# ImageNet statistics, which torchvision's backbones were trained with: a random backbone's images are normalised
+# with them, a pretrained one's with its weights' own (models.statistics).
 MEAN = (0.485, 0.456, 0.406)
 STD = (0.229, 0.224, 0.225)
+Statistics = tuple[tuple[float, ...], tuple[float, ...]]  # a mean and a standard deviation per channel
 # Sizes of the synthetic train and eval sets: enough for a few short epochs.
 SYNTHETIC_SIZES = (512, 64)
 
@@ -84,7 +86,7 @@ def pad_to(image: tv_tensors.Image, mask: tv_tensors.Mask, size: int) -> tuple[t
     return F.pad(image, padding, fill=0), F.pad(mask, padding, fill=IGNORE_INDEX)
 
 
-def joint_transforms(crop_size: int, train: bool) -> v2.Compose:
+def joint_transforms(crop_size: int, train: bool, normalisation: Statistics = (MEAN, STD)) -> v2.Compose:
     """Transforms of an image and its mask together, ending at ``crop_size`` x ``crop_size``: one shape for
     every batch (a TPU compiles one program per shape). Training rescales, crops at random and flips;
     evaluation pads and takes the centre (VOC's images, at most 500 pixels a side, whole at the default 512).
@@ -97,17 +99,18 @@ def joint_transforms(crop_size: int, train: bool) -> v2.Compose:
         steps += [partial(pad_to, size=crop_size), v2.CenterCrop(crop_size)]
     # Masks keep their labels: scaling and normalising apply to the image only.
     steps += [v2.ToDtype({tv_tensors.Image: torch.float32, tv_tensors.Mask: torch.int64}, scale=True)]
-    steps += [v2.Normalize(MEAN, STD)]
+    steps += [v2.Normalize(*normalisation)]
     return v2.Compose(steps)
 
 
 def get_datasets(
-    name: str, data_path: str, crop_size: int, classes: list[str] | None = None
+    name: str, data_path: str, crop_size: int, classes: list[str] | None = None, normalisation: Statistics = (MEAN, STD)
 ) -> tuple[Dataset, Dataset, list[str]]:
-    """Return the train and eval datasets, with augmentation on the train set only, and the class names (the
-    model's outputs, in order): ``classes`` for a folder (else ``class_0``, ... up to its masks' top label)."""
-    train_transforms = joint_transforms(crop_size, train=True)
-    eval_transforms = joint_transforms(crop_size, train=False)
+    """Return the train and eval datasets, with augmentation on the train set only, images normalised with
+    ``normalisation``, and the class names (the model's outputs, in order): ``classes`` for a folder (else
+    ``class_0``, ... up to its masks' top label)."""
+    train_transforms = joint_transforms(crop_size, True, normalisation)
+    eval_transforms = joint_transforms(crop_size, False, normalisation)
     if classes is not None and name != "folder":
         raise ValueError(f"classes names the classes of dataset=folder: dataset={name!r} has its own, set it to null")
     if name == "folder":
@@ -176,11 +179,13 @@ class TransformedScenes(Dataset):
         return self.transforms(*self.scenes[index])
 
 
-def setup_data(config: Config) -> tuple[DataLoader, DataLoader, list[str]]:
-    """Build the train and eval loaders, sharded across processes in distributed training, and the class names."""
+def setup_data(config: Config, normalisation: Statistics = (MEAN, STD)) -> tuple[DataLoader, DataLoader, list[str]]:
+    """Build the train and eval loaders, sharded across processes in distributed training, their images normalised
+    with ``normalisation`` (``models.statistics``), and the class names."""
     # Only the first process on each node downloads; the others wait, then read the files.
     with idist.one_rank_first(local=True):
-        train, evaluation, classes = get_datasets(config.dataset, config.data_path, config.crop_size, config.classes)
+        source = (config.dataset, config.data_path, config.crop_size, config.classes)
+        train, evaluation, classes = get_datasets(*source, normalisation)
     return train_loader(train, config), eval_loader(evaluation, config), classes
 
 

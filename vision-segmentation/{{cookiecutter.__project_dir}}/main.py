@@ -10,7 +10,7 @@ from machinery.fit import fit
 from machinery.launch import cli, start_run
 from machinery.runs import write_classes
 from metrics import attach_metrics
-from models import SegmentationLoss, setup_model
+from models import SegmentationLoss, backbone_weights, setup_model, statistics
 from pictures import PredictionPictures
 from trainers import AccumulatedGradients, setup_evaluator, setup_trainer
 
@@ -21,7 +21,9 @@ def run(local_rank: int, config: Config) -> None:
     # This run's devices and how a training step runs on them: the same code on every backend (machinery/backend.py).
     backend = Backend(config)
 
-    train_loader, eval_loader, classes = setup_data(config)
+    # Images normalised as the backbone's pretrained weights were trained (else with ImageNet's statistics).
+    normalisation = statistics(backbone_weights(config.model, config.weights_backbone))
+    train_loader, eval_loader, classes = setup_data(config, normalisation)
     write_classes(outputs.run_dir, classes)  # beside the models: what each output of the model means
     # The same few eval images are drawn with their predicted masks after each epoch.
     samples = [eval_loader.dataset[index] for index in range(min(config.num_pictures, len(eval_loader.dataset)))]
@@ -41,7 +43,7 @@ def run(local_rank: int, config: Config) -> None:
     trainer = setup_trainer(model, optimizer, loss_fn, backend, config.accumulation_steps)
     evaluator = setup_evaluator(model, backend)
     attach_metrics(evaluator, loss_fn, classes)
-    pictures = PredictionPictures(network, samples, outputs.run_dir / "predictions")
+    pictures = PredictionPictures(network, samples, outputs.run_dir / "predictions", normalisation)
     # What a training checkpoint keeps (with the trainer's state): a stopped run continues from it.
     to_save = {
         "model": model,

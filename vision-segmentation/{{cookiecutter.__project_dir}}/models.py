@@ -5,20 +5,47 @@ import inspect
 import torch
 from torch import nn
 from torchvision import models
+from torchvision.models import WeightsEnum
 
-from data import IGNORE_INDEX
+from data import IGNORE_INDEX, MEAN, STD, Statistics
 
 
 def setup_model(name: str, num_classes: int, weights_backbone: str | None = None) -> nn.Module:
     """Build any torchvision segmentation model by name (e.g. ``deeplabv3_resnet50``), randomly initialised,
     with one output per class and pixel, and its auxiliary head where the model has one.
 
-    ``weights_backbone`` (e.g. ``"DEFAULT"``) starts the backbone from its ImageNet weights (a download).
+    ``weights_backbone`` (e.g. ``"DEFAULT"``) starts the backbone from its ImageNet weights (a download), whose
+    own statistics normalise the images (``statistics``).
     """
     builder = models.get_model_builder(name)
     # DeepLabV3 and FCN have an auxiliary head, on an earlier layer (it helps train the backbone); LR-ASPP has none.
     aux = {"aux_loss": True} if "aux_loss" in inspect.signature(builder).parameters else {}
-    return builder(weights=None, weights_backbone=weights_backbone, num_classes=num_classes, **aux)
+    backbone = backbone_weights(name, weights_backbone)
+    return builder(weights=None, weights_backbone=backbone, num_classes=num_classes, **aux)
+
+
+def backbone_weights(name: str, weights_backbone: str | None) -> WeightsEnum | None:
+    """The pretrained weights of the model's backbone that ``weights_backbone`` names (``"DEFAULT"`` or one of
+    torchvision's names for them, such as ``"IMAGENET1K_V1"``), or None for random ones (null)."""
+    if weights_backbone is None:
+        return None
+    # The builder's default backbone weights are a member of the backbone's weights enum (ResNet50_Weights, ...).
+    choices = type(inspect.signature(models.get_model_builder(name)).parameters["weights_backbone"].default)
+    available = ["DEFAULT", *(choice.name for choice in choices)]
+    if weights_backbone not in available:
+        raise ValueError(
+            f"weights_backbone={weights_backbone!r} is not one of {name}'s backbone's: use one of {available}, or null"
+        )
+    return choices[weights_backbone]
+
+
+def statistics(weights: WeightsEnum | None) -> Statistics:
+    """The mean and standard deviation per channel that images are normalised with: those the backbone's pretrained
+    ``weights`` were trained with (torchvision's ``weights.transforms()``), or ImageNet's (``data.MEAN``, ``STD``)."""
+    if weights is None:
+        return MEAN, STD
+    preset = weights.transforms()
+    return tuple(preset.mean), tuple(preset.std)
 
 
 class SegmentationLoss(nn.Module):

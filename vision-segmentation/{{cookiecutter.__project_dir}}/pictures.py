@@ -8,7 +8,7 @@ from ignite.engine import Engine, Events
 from PIL import Image
 from torch import nn
 
-from data import MEAN, STD
+from data import Statistics
 from models import logits_of
 
 # White space between the pictures, in pixels.
@@ -47,9 +47,10 @@ def coloured(mask: torch.Tensor) -> Image.Image:
     return palette_mask(mask).convert("RGB")
 
 
-def unnormalised(image: torch.Tensor) -> Image.Image:
-    """A normalised image tensor back as the RGB picture it was."""
-    mean, std = torch.tensor(MEAN).view(3, 1, 1), torch.tensor(STD).view(3, 1, 1)
+def unnormalised(image: torch.Tensor, normalisation: Statistics) -> Image.Image:
+    """An image tensor normalised with ``normalisation`` (a mean and standard deviation per channel) back as the
+    RGB picture it was."""
+    mean, std = (torch.tensor(values).view(3, 1, 1) for values in normalisation)
     pixels = ((image * std + mean).clamp(0, 1) * 255).round().to(torch.uint8)
     return Image.fromarray(pixels.permute(1, 2, 0).numpy())
 
@@ -62,8 +63,14 @@ class PredictionPictures:
     wrapper's forward pass would wait for the other processes.
     """
 
-    def __init__(self, model: nn.Module, samples: list[tuple[torch.Tensor, torch.Tensor]], folder: Path) -> None:
-        self.model, self.folder = model, folder
+    def __init__(
+        self,
+        model: nn.Module,
+        samples: list[tuple[torch.Tensor, torch.Tensor]],
+        folder: Path,
+        normalisation: Statistics,
+    ) -> None:
+        self.model, self.folder, self.normalisation = model, folder, normalisation
         self.images = torch.stack([image for image, _ in samples])
         self.masks = [mask for _, mask in samples]
 
@@ -83,7 +90,8 @@ class PredictionPictures:
         sheet = Image.new("RGB", (3 * side + 2 * GAP, rows * side + (rows - 1) * GAP), "white")
         for row, (image, mask, prediction) in enumerate(zip(self.images, self.masks, predicted, strict=True)):
             top = row * (side + GAP)
-            for column, picture in enumerate((unnormalised(image), coloured(mask), coloured(prediction))):
+            pictures = (unnormalised(image, self.normalisation), coloured(mask), coloured(prediction))
+            for column, picture in enumerate(pictures):
                 sheet.paste(picture, (column * (side + GAP), top))
         self.folder.mkdir(parents=True, exist_ok=True)
         sheet.save(self.folder / f"epoch_{engine.state.epoch:04d}.png")

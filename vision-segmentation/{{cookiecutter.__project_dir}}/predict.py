@@ -26,11 +26,11 @@ from torchvision.datasets.folder import IMG_EXTENSIONS
 from torchvision.transforms.v2 import functional as F
 
 from config import Config
-from data import MEAN, STD
+from data import Statistics
 from machinery.files import read_image
 from machinery.settings import load_config
 from machinery.trained import class_names, inference_device, load_trained, newest_model
-from models import logits_of, setup_model
+from models import backbone_weights, logits_of, setup_model, statistics
 from pictures import palette_mask
 
 
@@ -48,23 +48,25 @@ def predict(inputs: Sequence[tuple[Path, Path]], checkpoint: Path) -> None:
     model, config, _ = trained_model(checkpoint)
     device = inference_device()
     model.to(device)
+    normalisation = statistics(backbone_weights(config.model, config.weights_backbone))  # the evaluation's
     with torch.inference_mode():
         for image_path, mask_path in inputs:
             image = read_image(str(image_path))
-            logits = logits_of(model(whole_image(image, config.crop_size)[None].to(device)))
+            logits = logits_of(model(whole_image(image, config.crop_size, normalisation)[None].to(device)))
             width, height = image.size
             labels = logits[0, :, :height, :width].argmax(dim=0).cpu()  # the padding's pixels cut off
             mask_path.parent.mkdir(parents=True, exist_ok=True)
             palette_mask(labels).save(mask_path)
 
 
-def whole_image(image: Image.Image, crop_size: int) -> torch.Tensor:
-    """An image as evaluation gives it to the model, but never cropped: normalised, padded (black) on the right and
-    at the bottom to at least ``crop_size``. The output is cropped back to the image's size."""
+def whole_image(image: Image.Image, crop_size: int, normalisation: Statistics) -> torch.Tensor:
+    """An image as evaluation gives it to the model, but never cropped: normalised (with ``normalisation``'s mean
+    and standard deviation), padded (black) on the right and at the bottom to at least ``crop_size``. The output is
+    cropped back to the image's size."""
     pixels = F.pil_to_tensor(image)
     height, width = pixels.shape[-2:]
     pixels = F.pad(pixels, [0, 0, max(crop_size - width, 0), max(crop_size - height, 0)], fill=0)
-    return F.normalize(F.to_dtype(pixels, torch.float32, scale=True), MEAN, STD)
+    return F.normalize(F.to_dtype(pixels, torch.float32, scale=True), *normalisation)
 
 
 def images_in(inputs: Sequence[str], output: Path) -> list[tuple[Path, Path]]:
