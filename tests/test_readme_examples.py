@@ -13,9 +13,11 @@ import subprocess
 from pathlib import Path
 
 import pytest
+import torch
 import yaml
 from answers import REPO, TEMPLATES, pairwise, template_options, valid
 from environments import PYTHON, TRACKERS_PYTHON, XLA_PYTHON
+from PIL import Image
 from projects import NO_NETWORK, SAVE_TINY_MODEL, make_offline, read_log, readme_train_command, run_cmd, run_dirs
 from readme_examples import EXAMPLES, Block, Example, blocks, commands, example, layout, settings
 from rendering import render
@@ -92,7 +94,7 @@ classes = sorted({row[label] for rows in files.values() for row in rows})
 assert len(classes) == 2, classes
 rng = random.Random(0)
 for path, rows in files.items():
-    for index in range(96 if "train" in path else 32):
+    for index in range(160 if "train" in path else 32):
         words = rng.choices(FILLER, k=8) + rng.choices(SENTIMENT[index % 2], k=3)
         rng.shuffle(words)
         rows.append({text: " ".join(words), label: classes[index % 2]})
@@ -109,7 +111,8 @@ print(json.dumps(classes))
 """
 
 # Run in a vision project (argv: the project, the layout as JSON): each class folder of the layout holds images of
-# one synthetic class (classes far apart in colour), named as the layout shows (0001.jpg, 0002.png, ...).
+# one synthetic class (classes far apart in colour), named as the layout shows (0001.jpg, 0002.png, ...), of 24 to
+# 40 pixels, RGB, RGBA and greyscale.
 WRITE_IMAGE_FOLDERS = """
 import json, sys
 from pathlib import Path
@@ -129,7 +132,12 @@ for path in (path for path in shown if path.count("/") == 3):
         if label != labels[name]:
             continue
         found += 1
-        image.save(project / path / f"{found:04d}{extensions[found % len(extensions)]}")
+        extension = extensions[found % len(extensions)]
+        if found % 3 == 1:
+            image = image.resize((40, 40))  # other sizes and modes, as a user's folders hold
+        elif found % 3 == 2:
+            image = image.convert("RGBA").resize((24, 24)) if extension == ".png" else image.convert("L")
+        image.save(project / path / f"{found:04d}{extension}")
         if found == wanted:
             break
 print(json.dumps(classes))
@@ -171,6 +179,8 @@ for index in range(1, len(images) + 1):
     path.parent.mkdir(parents=True, exist_ok=True)
     images[index - 1][0].save(path)
 """
+# The classifiers learn the README's data in these short runs (chance is 0.5): their eval accuracy.
+LEARNS = {"vision-classification": "accuracy", "text-classification": "accuracy"}
 # Only the sizes of the README's config blocks shrink: segmentation's crop (256 pixels).
 SMALLER = {"vision-segmentation": {"crop_size": 32}}
 # The rest of a short run of each template (sizes and epochs, the README's num_workers kept).
@@ -221,6 +231,16 @@ def write_readme_data(template: str, project: Path, readme: str, tmp_path: Path)
     return json.loads(run_cmd([PYTHON, "-c", script, str(project), json.dumps(shown)], cwd=project).stdout)
 
 
+def confusion(predicted: Path, true: Path, count: int) -> torch.Tensor:
+    """The confusion matrix (true class, predicted class) of a predicted mask PNG, 255 pixels left out."""
+    with Image.open(predicted) as p, Image.open(true) as t:
+        assert p.size == t.size, f"{predicted}: {p.size}, its image {t.size}"
+        guess, truth = (torch.frombuffer(bytearray(mask.tobytes()), dtype=torch.uint8).long() for mask in (p, t))
+    assert int(guess.max()) < count, f"{predicted}: labels {guess.unique().tolist()}, the model has {count} classes"
+    scored = truth != 255
+    return torch.bincount(count * truth[scored] + guess[scored], minlength=count**2).view(count, count)
+
+
 def predict_inputs(template: str, project: Path, argv: list[str]) -> None:
     """The inputs the README's predict command names, made of the eval data: ``path/to/image.jpg`` and
     ``path/to/folder`` (the val images), or ``reviews.txt`` and ``more_reviews.csv`` (the test texts)."""
@@ -266,13 +286,20 @@ def test_train_on_your_data_as_the_readme_shows(bake, tmp_path: Path, template: 
     # Whole epochs over the data, at the generated num_workers.
     whole = {key: None for key in ("train_epoch_length", "eval_epoch_length") if key in generated}
     make_offline(project, light=False, num_workers=generated["num_workers"], **whole, **small)
+    data = sorted((project / "data").rglob("*"))
     argv, env = readme_train_command(project)
     run_cmd(argv, cwd=project, env={**env, **NO_NETWORK}, timeout=300)
     (run_dir,) = run_dirs(project)
     log = read_log(run_dir)
+    assert sorted((project / "data").rglob("*")) == data, "nothing downloaded (or written) into data_path"
     if classes is not None:
         assert json.loads((run_dir / "classes.json").read_text()) == classes, "the classes the README's data shows"
-        assert log["evals"], f"no evaluation:\n{log['text']}"
+        outputs = torch.load(sorted(run_dir.glob("training_checkpoint_*.pt"))[-1], weights_only=True)["model"]
+        head = list(outputs.values())[-1]  # the last layer's bias: an output per class
+        assert head.shape == (len(classes),), f"{head.shape[0]} outputs: one per class ({len(classes)})"
+    if template in LEARNS:
+        best = max(float(scores[LEARNS[template]]) for scores in log["evals"])
+        assert best >= 0.8, f"eval {LEARNS[template]} per epoch {log['evals']}: the README's data is learnt"
 
     (predict,) = commands(example(readme, "## Use the model", "bash", r"predict\.py"))
     argv = shell_words(predict, project)
@@ -303,6 +330,18 @@ def test_train_on_your_data_as_the_readme_shows(bake, tmp_path: Path, template: 
     else:
         written = sorted(str(path.relative_to(output)) for path in output.rglob("*.png"))
         assert "image.png" in written and len(written) == 4, written
+        assert {f"IoU_{name}" for name in classes} <= set(log["evals"][-1]), f"an IoU per class: {log['evals']}"
+        # Every val image is whole in a crop: predict.py pads it as the evaluation does, and scores the same.
+        val = sorted((project / "data" / "val" / "masks").glob("*.png"))
+        by_name = {path.name: path for path in output.rglob("*.png") if path.name != "image.png"}
+        masks = [output / "image.png", *(by_name[mask.name] for mask in val[1:])]
+        matrix = sum(confusion(mask, truth, len(classes)) for mask, truth in zip(masks, val, strict=True))
+        correct = matrix.diag().double()
+        iou = correct / (matrix.sum(dim=0) + matrix.sum(dim=1) - correct).clamp(min=1)
+        best = max(log["evals"], key=lambda scores: float(scores["mIoU"]))
+        scores = {"mIoU": float(iou.mean()), "pixel_accuracy": float(correct.sum() / matrix.sum())}
+        for name, value in scores.items():
+            assert value == pytest.approx(float(best[name]), abs=2e-4), f"predict.py {name}={value}; the eval {best}"
 
     export = [
         line for line in commands(example(readme, "## Use the model", "bash", r"export\.py")) if "export.py" in line
