@@ -101,6 +101,15 @@ INSTALLS = OWN + "test_install_commands_of_every_readme"
 EXAMPLES = [
     # Generated READMEs.
     Example("## Install", "bash", r"^pip install", (INSTALLS,)),
+    Example(
+        "## Train",
+        "bash",
+        r" -m ",
+        (
+            "tests/test_hydra_multirun.py::test_a_multirun_trains_each_job_and_a_stopped_one_continues_where_it_stopped",
+            "tests/test_hydra_multirun.py::test_a_multirun_with_torchrun_trains_each_job_in_one_process_group",
+        ),
+    ),
     Example("## Train", "bash", r"^PJRT_DEVICE=TPU ", ("tests/test_xla_runs.py::tpu_run",)),
     Example(
         "## Train", "bash", r"--nnodes=2", ("tests/test_commands.py::test_two_node_readme_command_trains_as_one_world",)

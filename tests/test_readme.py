@@ -133,6 +133,8 @@ def check_arguments(args: list[str], argparser: str, keys: set[str], where: str)
     }
     if args[: len(lead[argparser])] == lead[argparser]:
         args = args[len(lead[argparser]) :]
+    if argparser == "hydra" and args[:1] == ["-m"]:  # Hydra's multirun, before the overrides of its grid
+        args = args[1:]
     if argparser == "argparse":
         pairs = list(zip(args[::2], args[1::2], strict=False))
         assert len(args) % 2 == 0 and all(flag == "--backend" and value in BACKEND_CHOICES for flag, value in pairs), (

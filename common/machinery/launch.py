@@ -24,6 +24,10 @@ import ignite.distributed as idist
 {% if not flags.xla %}
 import torch
 {% endif %}
+{% if cookiecutter.argparser == "hydra" %}
+from hydra.core.hydra_config import HydraConfig
+from hydra.types import RunMode
+{% endif %}
 from ignite.utils import manual_seed, setup_logger
 {% if cookiecutter.argparser == "hydra" %}
 from omegaconf import DictConfig, OmegaConf
@@ -32,10 +36,10 @@ from tqdm import tqdm
 
 from config import Config
 {% if flags.xla %}
-from machinery.preemption import catch_stop_signals
+from machinery.preemption import {{ "asked_to_stop, " if cookiecutter.argparser == "hydra" }}catch_stop_signals{{ ", exit_status" if cookiecutter.argparser == "hydra" }}
 from machinery.replicas import replicas_started
 {% else %}
-from machinery.preemption import catch_stop_signals, end_process, {{ "exit_if_stopped" if flags.spawn_here else "exit_status" }}
+from machinery.preemption import {{ "asked_to_stop, " if cookiecutter.argparser == "hydra" }}catch_stop_signals, end_process, exit_status
 {% endif %}
 from machinery.runs import {{ "run_recorded, " if not flags.xla }}setup_run_dir
 from machinery.settings import {{ "checked_config" if cookiecutter.argparser == "hydra" else "load_config" }}
@@ -71,14 +75,56 @@ def cli(run: RunFn) -> None:
     fire.Fire(train)
 {% else %}
 def cli(run: RunFn) -> None:
-    """Train from the command line with Hydra: ``python main.py key=value ...``."""
+    """Train from the command line with Hydra: ``python main.py key=value ...``; with ``-m``, a run for each job of a
+    grid (``-m lr=0.001,0.01``), one job after another."""
+    failed: list[str] = []  # the jobs of a multirun that failed, and why
 
     # An absolute config path: Hydra would resolve a relative one against this module's package.
     @hydra.main(version_base="1.3", config_path=str(Path(__file__).resolve().parents[1]), config_name="config")
     def train(cfg: DictConfig) -> None:
-        launch(run, checked_config(OmegaConf.to_container(cfg, resolve=True), "The config Hydra composed"))
+        if HydraConfig.get().mode == RunMode.MULTIRUN:
+            train_job(run, cfg, failed)
+        else:
+            launch(run, checked_config(OmegaConf.to_container(cfg, resolve=True), "The config Hydra composed"))
 
-    train()
+    try:
+        train()  # with -m, Hydra's loop over the jobs: one that fails is named, and the next one starts
+        status = exit_status()
+    except SystemExit as end:  # a stop, a failed job (Hydra has named it), a config refused
+        if end.code is not None and not isinstance(end.code, int):
+            print(end.code, file=sys.stderr)  # a message: Python's exit would print it, with status 1
+        status = end.code if isinstance(end.code, int) else int(end.code is not None)
+    idist.finalize()  # the process group the jobs shared, if any
+    if failed:  # Hydra names the first only
+        print(f"{len(failed)} of the multirun's jobs failed:", *failed, sep="\n  ", file=sys.stderr)
+    # The process ends once Hydra's loop over the jobs has returned{{ "" if flags.xla else " (end_process: gloo's threads)" }}.
+    {{ "raise SystemExit(status)" if flags.xla else "end_process(status)" }}
+
+
+def train_job(run: RunFn, cfg: DictConfig, failed: list[str]) -> None:
+    """Train one job of a multirun (``-m``), as the command without ``-m`` trains its run; Hydra then starts the next.
+
+    A job that fails fails alone: Hydra names it and starts the next one (with several processes in one group,
+    torchrun's, it ends the multirun, as it ends a run). A stop ends the multirun once the stopped job has
+    saved its checkpoint, and the same command continues it: the runs that finished have nothing to train,
+    the stopped one continues, the others start.
+    """
+    job = f"#{HydraConfig.get().job.num} ({' '.join(HydraConfig.get().overrides.task)})"
+    try:
+        config = checked_config(OmegaConf.to_container(cfg, resolve=True), "The config Hydra composed")
+        {{ "launch" if flags.xla else "train_processes" }}(run, config)
+    except SystemExit as end:  # it would end Hydra's loop over the jobs
+        if end.code and not asked_to_stop():  # a config or a run directory this job cannot use: its failure
+            failed.append(f"{job}: {end.code}")
+            raise RuntimeError(end.code) from None
+        # else a stop (below), or its run had finished: nothing to train
+    except Exception as error:
+        failed.append(f"{job}: {type(error).__name__}: {error}")
+        if idist.get_world_size() > 1:  # the other processes may be waiting for this one: no job can follow
+            raise SystemExit(1) from error
+        raise  # Hydra records the job as failed and starts the next one
+    if asked_to_stop():  # stopped with a checkpoint: the jobs after it wait for the same command
+        raise SystemExit(exit_status())
 {% endif %}
 {% if not flags.xla %}
 
@@ -92,10 +138,21 @@ def check_backend(backend: str | None) -> None:
             "with backend 'gloo' instead: add `{{ backend_arg("gloo") }}` at the end of the command."
         )
 {% endif %}
-{% if flags.spawn_here %}
+{% if not flags.xla %}
 
 
 def launch(run: RunFn, config: Config) -> None:
+    """Call ``run(local_rank, config)`` in every training process, then end this one (end_process)."""
+    try:
+        train_processes(run, config)
+    finally:
+        idist.finalize()  # the process group, if any: what ignite does once ``run`` returns
+    end_process(exit_status())  # 128 + the signal's number after a stop
+{% endif %}
+{% if flags.spawn_here %}
+
+
+def train_processes(run: RunFn, config: Config) -> None:
     """Call ``run(local_rank, config)`` in every training process, started here."""
     check_backend(config.backend)
     # This script starts the processes itself; with no backend it runs as one process.
@@ -111,26 +168,32 @@ def launch(run: RunFn, config: Config) -> None:
     catch_stop_signals()  # a stop signal is forwarded to the processes started here (preemption.py)
     with idist.Parallel(backend=config.backend, **spawn_kwargs) as parallel:
         parallel.run(train_process, run, config)
-    exit_if_stopped()
 
 
 def train_process(local_rank: int, run: RunFn, config: Config) -> None:
-    """``run`` in one training process; a process started by ``launch`` then ends (end_process)."""
+    """``run`` in one training process; a process started by ``train_processes`` then ends (end_process)."""
     run_recorded(local_rank, run, config)
-    if config.backend is not None:  # else this is launch's own process, which goes on to exit_if_stopped
+    if config.backend is not None:  # else this is the command's own process, which goes on
         idist.finalize()  # what ignite does once ``run`` returns
-        end_process(0)  # launch, which started this process, reports a stop with its own status
+        end_process(0)  # the command's process, which started this one, reports a stop with its own status
 {% elif not flags.xla %}
 
 
-def launch(run: RunFn, config: Config) -> None:
-    """Call ``run(local_rank, config)`` in every training process."""
+def train_processes(run: RunFn, config: Config) -> None:
+    """Call ``run(local_rank, config)`` in every training process: this one (and torchrun's others).
+
+    The process group outlives the run (``launch`` ends it): the jobs of a multirun share one. A new group would
+    find the last one's keys in torchrun's store, and could connect to addresses no longer listened on.
+    """
     check_backend(config.backend)
     catch_stop_signals()  # torchrun forwards a stop signal to each process (preemption.py)
-    # torchrun (or no launcher at all) has already started the processes: ignite joins them.
-    with idist.Parallel(backend=config.backend) as parallel:
+    if idist.backend() != config.backend:  # the command's first run (or a multirun's grid changed the backend)
+        idist.finalize()
+        # torchrun (or no launcher at all) has already started the processes: ignite joins them.
+        if config.backend is not None:
+            idist.initialize(config.backend)
+    with idist.Parallel() as parallel:  # the group as it is
         parallel.run(run_recorded, run, config)
-    end_process(exit_status())
 {% endif %}
 
 
