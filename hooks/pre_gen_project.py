@@ -96,9 +96,31 @@ def validate(ctx: dict) -> list[str]:
             f"(letters, digits, '.', '_' or '-')"
         )
 
+    errors += precision_errors(ctx)
     if not errors:
         errors += distributed_rules(ctx)
     return errors
+
+
+PRECISIONS = ("no", "float16", "bfloat16")
+
+
+def precision_errors(ctx: dict) -> list[str]:
+    """``mixed_precision`` is one of PRECISIONS (a choice: cookiecutter refuses another value before this hook, but
+    a replay file reaches it as written, an older project's yes/no included), and not float16 on TPU."""
+    value = ctx.get("mixed_precision", "no")
+    if value not in PRECISIONS:
+        hint = ""
+        if isinstance(value, bool):  # an answer to the yes/no question this one replaced
+            on = "'bfloat16'" if ctx.get("backend") == "xla-tpu" else "'float16' or 'bfloat16'"
+            hint = f" (the question was yes/no: for true give {on}, for false 'no')"
+        return [f"mixed_precision={value!r} is not allowed: it must be one of {list(PRECISIONS)}{hint}"]
+    if value == "float16" and ctx.get("backend") == "xla-tpu":
+        return [
+            "mixed_precision='float16' is not allowed with backend='xla-tpu': it must be 'bfloat16' or 'no' "
+            "(TPUs compute in bfloat16, which needs no gradient scaler; float16's scaler is for CUDA GPUs)"
+        ]
+    return []
 
 
 def distributed_rules(ctx: dict) -> list[str]:

@@ -47,7 +47,7 @@ LAUNCHERS: dict[str, dict] = {
         "backend": "gloo",
         "nproc_per_node": "2",
         "argparser": "hydra",
-        "mixed_precision": True,
+        "mixed_precision": "bfloat16",
     },
 }
 # What the projects' own tests need beyond requirements.txt.

@@ -87,7 +87,7 @@ def check_gan_run(project, epochs: int = 2, iterations_per_epoch: int = 3):
 
 
 def test_single_process_run_saves_samples_plot_and_both_networks(bake) -> None:
-    options = {"logger": "tensorboard", "mixed_precision": True, "timer": True, "limit_sec": "600"}
+    options = {"logger": "tensorboard", "mixed_precision": "float16", "timer": True, "limit_sec": "600"}
     project = bake("gan", argparser="hydra", launcher="none", **options)
     make_offline(project)
     argv, env = readme_train_command(project)
@@ -97,7 +97,7 @@ def test_single_process_run_saves_samples_plot_and_both_networks(bake) -> None:
     assert "s per iteration" in log["text"], "the timer logs the time per iteration"
     assert list((run_dir / "tensorboard").glob("events.out.tfevents.*")), "no TensorBoard events"
     checkpoint = load_checkpoint(run_dir / "training_checkpoint_6.pt")  # as resume_from loads it
-    # Both networks, both optimizers, the trainer and (mixed precision) the gradient scaler.
+    # Both networks, both optimizers, the trainer and float16's gradient scaler (off on a CPU: full precision).
     assert set(checkpoint) == {"generator", "discriminator", "optimizer_g", "optimizer_d", "trainer", "scaler"}
     assert not list(run_dir.glob("best_*.pt")), "a GAN has no best model"
     # The README's "Use the model": predict.py with that run's newest checkpoint (a Hydra project's config too).

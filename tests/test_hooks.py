@@ -81,6 +81,39 @@ def test_an_option_a_template_does_not_ask_is_not_checked() -> None:
     ]
 
 
+def test_float16_on_a_tpu_is_refused_naming_what_is_allowed() -> None:
+    """TPUs compute in bfloat16, which needs no gradient scaler: float16 (CUDA's, with its scaler) is refused there."""
+    assert PRE.validate(load_defaults(backend="xla-tpu", mixed_precision="float16")) == [
+        "mixed_precision='float16' is not allowed with backend='xla-tpu': it must be 'bfloat16' or 'no' "
+        "(TPUs compute in bfloat16, which needs no gradient scaler; float16's scaler is for CUDA GPUs)"
+    ]
+    for precision in ("no", "bfloat16"):
+        assert PRE.validate(load_defaults(backend="xla-tpu", mixed_precision=precision)) == []
+    for precision in ("no", "float16", "bfloat16"):
+        assert PRE.validate(load_defaults(backend="gloo", mixed_precision=precision)) == []
+
+
+def test_an_older_projects_yes_no_mixed_precision_is_refused_naming_the_values_allowed(tmp_path: Path) -> None:
+    """mixed_precision was a yes/no question. `cruft update` of a project generated then passes its answer to
+    cookiecutter, which refuses it before any hook, naming the choices (CHANGELOG: `cruft update
+    --variables-to-update` gives the new one); a replay file reaches the hook, which names the new answers."""
+    choices = r"\['no', 'float16', 'bfloat16'\]"
+    with pytest.raises(
+        ValueError, match=rf"True provided for choice variable mixed_precision, but the choices are {choices}"
+    ):
+        cookiecutter(
+            str(REPO / TEMPLATES[0]), no_input=True, extra_context={"mixed_precision": True}, output_dir=str(tmp_path)
+        )
+    assert list(tmp_path.iterdir()) == []
+    allowed = "it must be one of ['no', 'float16', 'bfloat16'] (the question was yes/no: for true give"
+    assert PRE.validate({**load_defaults(), "mixed_precision": True}) == [
+        f"mixed_precision=True is not allowed: {allowed} 'float16' or 'bfloat16', for false 'no')"
+    ]
+    assert PRE.validate({**load_defaults(backend="xla-tpu"), "mixed_precision": False}) == [
+        f"mixed_precision=False is not allowed: {allowed} 'bfloat16', for false 'no')"
+    ]
+
+
 # Project names a user may type, each of which once gave (or could give) a slug the hook refused:
 # digits first, a module of the project, a Python keyword, nothing but punctuation, non-ASCII.
 ODD_NAMES = [

@@ -28,7 +28,7 @@ def test_a_lane_bakes_every_template_with_every_launcher_but_the_tpus() -> None:
                 f"{template} {launcher}: a lane runs 2 gloo processes on a CPU"
             )
     torchrun = [answers for _, launcher, answers in planned if launcher == "torchrun"]
-    assert all(a["argparser"] == "hydra" and a["mixed_precision"] is True for a in torchrun), (
+    assert all(a["argparser"] == "hydra" and a["mixed_precision"] == "bfloat16" for a in torchrun), (
         "torchrun projects take Hydra and mixed precision, so the lanes cover those dependencies too"
     )
 

@@ -333,7 +333,13 @@ def test_a_failed_install_stops_the_notebook_before_training(bake, tmp_path: Pat
 # Answer sets whose "Generated from" line differs: each shaping answer on and off.
 ANSWERS_LINES = [
     {"launcher": "none", "logger": "none"},
-    {"launcher": "torchrun", "backend": "gloo", "logger": "mlflow", "mixed_precision": True, "deterministic": True},
+    {
+        "launcher": "torchrun",
+        "backend": "gloo",
+        "logger": "mlflow",
+        "mixed_precision": "bfloat16",
+        "deterministic": True,
+    },
     {"backend": "xla-tpu", "argparser": "hydra", "deterministic": True},
 ]
 
@@ -352,7 +358,9 @@ def test_notebook_shows_the_readmes_answers_line(bake, answers: dict) -> None:
     for answer in (f"argparser `{context['argparser']}`", f"backend `{context['backend']}`", f"launcher `{launcher}`"):
         assert answer in line, f"the answers line names {answer}"
     assert (f"logger `{context['logger']}`" in line) == (context["logger"] != "none")
-    assert ("mixed precision" in line) == bool(answers.get("mixed_precision"))
+    precision = answers.get("mixed_precision", "no")
+    assert ("mixed precision" in line) == (precision != "no")
+    assert precision == "no" or f"mixed precision `{precision}`" in line, "the line names the precision"
     assert ("deterministic" in line) == bool(answers.get("deterministic"))
 
 

@@ -87,9 +87,9 @@ def ci_commands(project: Path, ci: str) -> tuple[list[str], dict[str, str]]:
 
 
 # One project per template whose own tests CI runs (with the answers this repository runs those tests with:
-# a tracker and mixed precision), GitHub and GitLab both; lint-only projects (include_test=no) with TPU pins
+# a tracker and float16 mixed precision), GitHub and GitLab both; lint-only projects (include_test=no) with TPU pins
 # (on the XLA venv) and with visdom's two install commands (on the trackers venv).
-WITH_TESTS = {"include_test": True, "logger": "tensorboard", "mixed_precision": True}
+WITH_TESTS = {"include_test": True, "logger": "tensorboard", "mixed_precision": "float16"}
 CI_RUNS = [
     ("vision-classification", {"ci": "github", **WITH_TESTS}),
     ("text-classification", {"ci": "github", "argparser": "fire", **WITH_TESTS}),
@@ -220,7 +220,7 @@ REGENERATE = [
             "argparser": "fire",
             "backend": "xla-tpu",
             "logger": "mlflow",
-            "mixed_precision": True,
+            "mixed_precision": "bfloat16",
             "save_best_model": False,
             "n_saved": "5",
             "output_dir": "./my runs",

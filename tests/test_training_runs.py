@@ -35,7 +35,7 @@ pytestmark = pytest.mark.slow  # they train generated projects: not in the quick
 # Options chosen so that, across these runs, every runtime code path is exercised once.
 SINGLE_PROCESS = {
     "argparse": {"logger": "tensorboard", "save_best_model": True, "output_dir": "./my runs"},
-    "fire": {"deterministic": True, "mixed_precision": True, "timer": True, "patience": "2", "limit_sec": "600"},
+    "fire": {"deterministic": True, "mixed_precision": "bfloat16", "timer": True, "patience": "2", "limit_sec": "600"},
     "hydra": {"save_training": False, "save_best_model": False, "terminate_on_nan": False},
 }
 
@@ -105,10 +105,11 @@ def test_single_process_run_trains_and_evaluates_with_the_asked_checkpoints_and_
     if not options.get("save_best_model", True):
         assert not best, "no best model was asked for"
     check_timer(log, epochs=3, timer=options.get("timer", False))
-    # Every checkpoint (training state with the scaler and DeterministicEngine's state, best models)
-    # loads as resume_from loads it: weights_only.
+    # Every checkpoint (training state with DeterministicEngine's state, best models) loads as resume_from loads
+    # it: weights_only. bfloat16 (autocast on the CPU) keeps no gradient scaler.
     for path in run_dir.glob("*.pt"):
-        load_checkpoint(path, deterministic=options.get("deterministic", False))
+        loaded = load_checkpoint(path, deterministic=options.get("deterministic", False))
+        assert "scaler" not in loaded, f"{path.name}: only float16 has a gradient scaler"
     if options.get("logger") == "tensorboard":
         # What TensorBoard shows: the loss, learning rate, eval metrics and config (see tracker_records.py).
         check_tracker_records(tracker_records.tensorboard(str(project / "my runs")), run_dir, config, epochs=3)
@@ -251,8 +252,8 @@ def test_resumed_run_ends_at_the_same_iteration_as_an_uninterrupted_one(bake) ->
 # The text template's own code (data, model, trainers, main) once per launcher: (answers, config overrides).
 # The machinery (shared code) is covered by the vision runs above.
 TEXT_RUNS = {
-    # The CUDA mixed-precision code (its scaler off on a CPU), DeterministicEngine, a hidden classifier layer.
-    "none": ({"argparser": "fire", "mixed_precision": True, "deterministic": True}, {"classifier_hidden": 16}),
+    # float16's code (CUDA's: on a CPU full precision, its scaler off), DeterministicEngine, a hidden classifier layer.
+    "none": ({"argparser": "fire", "mixed_precision": "float16", "deterministic": True}, {"classifier_hidden": 16}),
     # DistributedDataParallel, which fails if a parameter gets no gradient (the encoder's pooler is dropped).
     "torchrun": ({"argparser": "argparse", "backend": "gloo", "nproc_per_node": "2"}, {}),
     "spawn": ({"argparser": "hydra", "backend": "gloo", "nproc_per_node": "2"}, {}),
@@ -298,13 +299,17 @@ def test_text_project_trains_with_each_launcher(bake, tmp_path, launcher: str) -
     assert not [name for name in model if "pooler" in name], "the encoder's unused pooler must be dropped"
     if overrides.get("classifier_hidden"):
         assert model["classifier.1.weight"].shape[0] == overrides["classifier_hidden"]
+    # float16 keeps its gradient scaler in the training state; on a CPU the run says it trains in full precision.
+    assert ("scaler" in checkpoint) == (answers.get("mixed_precision") == "float16")
+    float32 = "mixed_precision: float16 autocasts on CUDA GPUs only; this run trains on the cpu in full precision"
+    assert (float32 in read_log(run_dir)["text"]) == (answers.get("mixed_precision") == "float16")
 
 
 # The segmentation template's own code once per launcher, each with another of the models tested and
 # gradients added up over 2 batches (2 optimizer steps per epoch of 3 iterations: one spans the epochs).
 SEGMENTATION_RUNS = {
-    # The CUDA mixed-precision code (its scaler off on a CPU), DeterministicEngine, FCN (auxiliary head).
-    "none": ({"argparser": "fire", "mixed_precision": True, "deterministic": True}, {"model": "fcn_resnet50"}),
+    # bfloat16 autocast on the CPU, DeterministicEngine, FCN (auxiliary head).
+    "none": ({"argparser": "fire", "mixed_precision": "bfloat16", "deterministic": True}, {"model": "fcn_resnet50"}),
     # DistributedDataParallel over DeepLabV3 (make_offline's, on MobileNetV3): every parameter, the auxiliary
     # head's too, gets a gradient.
     "torchrun": ({"argparser": "argparse", "backend": "gloo", "nproc_per_node": "2"}, {}),

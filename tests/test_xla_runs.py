@@ -63,8 +63,8 @@ def train_on_xla_cpu(project: Path, **config: int) -> tuple[Path, dict]:
 # compiled in epoch 1).
 TPU_RUNS = {
     "vision-classification": ({"save_best_model": False}, {"eval_epoch_length": None, "eval_batch_size": 24}),
-    "text-classification": ({"save_best_model": False, "mixed_precision": True}, {"eval_epoch_length": 2}),
-    "gan": ({"mixed_precision": True}, {}),
+    "text-classification": ({"save_best_model": False, "mixed_precision": "bfloat16"}, {"eval_epoch_length": 2}),
+    "gan": ({"mixed_precision": "bfloat16"}, {}),
     "vision-segmentation": (
         {"save_best_model": False},
         {"eval_epoch_length": None, "eval_batch_size": 24, "accumulation_steps": 2},
@@ -232,7 +232,7 @@ def test_tpu_run_draws_a_picture_each_epoch(tpu_run, template: str) -> None:
 def test_xla_project_own_tests_pass_with_bf16_and_fire(bake, template: str) -> None:
     """The generated tests, as a TPU user runs them: the launch logic for 8 replicas, the shim, the eval
     metrics, and short bf16 runs on the XLA device, the one that shows the project learning included."""
-    project = bake(template, backend="xla-tpu", argparser="fire", mixed_precision=True, include_test=True)
+    project = bake(template, backend="xla-tpu", argparser="fire", mixed_precision="bfloat16", include_test=True)
     assert (project / "tests" / "test_xla.py").is_file()
     # Not tests/test_export.py: export.py runs on the CPU with the torch TPU projects pin (2.9.0, the base test
     # venv's, where the projects' own tests export: test_ci_commands_pass_in_a_fresh_venv, and segmentation's).
@@ -253,7 +253,7 @@ def test_gpu_and_cpu_runs_use_an_environment_without_torch_xla() -> None:
 
 # The other precision than each template's run above: both shape the step's programs.
 LATE_READ_ANSWERS = {
-    "vision-classification": {"save_best_model": False, "mixed_precision": True},
+    "vision-classification": {"save_best_model": False, "mixed_precision": "bfloat16"},
     "text-classification": {"save_best_model": False},
     "gan": {},
 }

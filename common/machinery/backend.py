@@ -5,7 +5,10 @@
 the training steps use its four calls (autocast, backward, step, update): the same code {{ "trains on TPUs" if flags.xla else "trains on one device or several" }}.
 """
 
-{% if cookiecutter.mixed_precision %}
+{% if flags.gpu_amp %}
+import logging
+{% endif %}
+{% if flags.xla_amp %}
 from contextlib import AbstractContextManager
 {% else %}
 from contextlib import AbstractContextManager, nullcontext
@@ -37,11 +40,26 @@ class Backend:
 
     def __init__(self, config: Config) -> None:
         self.config = config
-{% if flags.cuda_amp %}
-        # Mixed precision runs on CUDA only. The scaler is part of the training state (checkpoints).
-        self.scaler = torch.amp.GradScaler("cuda", enabled=config.use_amp and idist.device().type == "cuda")
-{% elif flags.xla_amp %}
-        self.use_amp = config.use_amp
+{% if flags.gpu_amp %}
+        # config.mixed_precision: the autocast's dtype, on this process's device (None: full precision).
+        self.device_type = idist.device().type
+        self.dtype = {"float16": torch.float16, "bfloat16": torch.bfloat16, None: None}[config.mixed_precision]
+        if self.dtype is torch.float16 and self.device_type != "cuda":
+            # float16 autocast trains on CUDA GPUs (on a CPU it is slow, where it runs at all): full precision here.
+            logging.getLogger("train").warning(
+                "mixed_precision: float16 autocasts on CUDA GPUs only; this run trains on the %s in full precision "
+                "(bfloat16 autocasts on CPUs too)",
+                self.device_type,
+            )
+            self.dtype = None
+        # float16's narrow range needs the loss scaled; bfloat16 has float32's range and needs no scaler. A float16 run
+        # keeps its scaler in its training checkpoints (state_objects), even where it trains in full precision (its
+        # scaler disabled, as on a CPU), so that every float16 run's checkpoints hold the same objects.
+        self.scaler = (
+            torch.amp.GradScaler("cuda", enabled=self.dtype is torch.float16)
+            if config.mixed_precision == "float16"
+            else None
+        )
 {% endif %}
 
     def prepare(self, *objects: Any) -> Any:
@@ -83,25 +101,28 @@ class Backend:
         return prepared[0] if len(prepared) == 1 else tuple(prepared)
 
     def autocast(self) -> AbstractContextManager:
-{% if flags.cuda_amp %}
-        return torch.autocast("cuda", enabled=self.scaler.is_enabled())
+{% if flags.gpu_amp %}
+        return nullcontext() if self.dtype is None else torch.autocast(self.device_type, dtype=self.dtype)
 {% elif flags.xla_amp %}
         # TPUs compute in bfloat16 natively: no gradient scaler is needed.
-        return torch.autocast("xla", dtype=torch.bfloat16, enabled=self.use_amp)
+        return torch.autocast("xla", dtype=torch.bfloat16, enabled=self.config.mixed_precision == "bfloat16")
 {% else %}
         return nullcontext()
 {% endif %}
 
     def backward(self, loss: torch.Tensor) -> None:
-{% if flags.cuda_amp %}
-        self.scaler.scale(loss).backward()
+{% if flags.gpu_amp %}
+        (loss if self.scaler is None else self.scaler.scale(loss)).backward()
 {% else %}
         loss.backward()
 {% endif %}
 
     def step(self, optimizer: torch.optim.Optimizer) -> None:
-{% if flags.cuda_amp %}
-        self.scaler.step(optimizer)
+{% if flags.gpu_amp %}
+        if self.scaler is None:
+            optimizer.step()
+        else:
+            self.scaler.step(optimizer)  # skipped where the scaled gradients overflowed
 {% elif flags.xla %}
         # All-reduces the gradients across replicas, then steps. The engine ends the lazy graph after the
         # training step (engine.training_engine), so every iteration runs the same compiled program.
@@ -111,17 +132,18 @@ class Backend:
 {% endif %}
 
     def update(self) -> None:
-{% if flags.cuda_amp %}
-        """Once per iteration, after the optimizers step: adjust the loss scale."""
-        self.scaler.update()
+{% if flags.gpu_amp %}
+        """Once per iteration, after the optimizers step: adjust the loss scale (float16; bfloat16 has no scaler)."""
+        if self.scaler is not None:
+            self.scaler.update()
 {% else %}
         """Nothing to do once the optimizers have stepped: there is no gradient scaler."""
 {% endif %}
 
     def state_objects(self) -> dict[str, Any]:
-        """What a training checkpoint keeps of the step: {{ "the gradient scaler" if flags.cuda_amp else "nothing (no gradient scaler)" }}."""
-{% if flags.cuda_amp %}
-        return {"scaler": self.scaler}
+        """What a training checkpoint keeps of the step: {{ "float16's gradient scaler (bfloat16 has none)" if flags.gpu_amp else "nothing (no gradient scaler)" }}."""
+{% if flags.gpu_amp %}
+        return {} if self.scaler is None else {"scaler": self.scaler}
 {% else %}
         return {}
 {% endif %}

@@ -63,9 +63,11 @@ def _float_or_value(value: Any, kind: Any) -> Any:
 
 def _is(value: Any, kind: Any) -> bool:
     """Whether ``value`` is of type ``kind`` (an int is a float too; a bool is not a number; a ``list[str]``
-    is a list of strings)."""
-    if isinstance(kind, types.UnionType):
+    is a list of strings; a ``Literal["a", "b"]`` is one of its values)."""
+    if _is_union(kind):
         return any(_is(value, option) for option in typing.get_args(kind))
+    if typing.get_origin(kind) is typing.Literal:
+        return any(type(value) is type(allowed) and value == allowed for allowed in typing.get_args(kind))
     if typing.get_origin(kind) is list:
         (item,) = typing.get_args(kind)
         return isinstance(value, list) and all(_is(element, item) for element in value)
@@ -76,10 +78,17 @@ def _is(value: Any, kind: Any) -> bool:
     return isinstance(value, kind)
 
 
+def _is_union(kind: Any) -> bool:
+    """Whether ``kind`` is a union (``str | None``; ``Literal["a"] | None``, a ``typing.Union`` up to Python 3.13)."""
+    return isinstance(kind, types.UnionType) or typing.get_origin(kind) is typing.Union
+
+
 def _name(kind: Any) -> str:
-    """``int``, ``str or None``, ...: a type as the error message says it."""
-    if isinstance(kind, types.UnionType):
+    """``int``, ``str or None``, ``'float16' or 'bfloat16' or None``, ...: a type as the error message says it."""
+    if _is_union(kind):
         return " or ".join(_name(option) for option in typing.get_args(kind))
+    if typing.get_origin(kind) is typing.Literal:
+        return " or ".join(map(repr, typing.get_args(kind)))
     if typing.get_origin(kind) is list:
         return f"a list of {_name(typing.get_args(kind)[0])}"
     return "None" if kind is type(None) else kind.__name__

@@ -1,9 +1,11 @@
 {#- The keys every template's Config ends with (its config.py includes this, in the class body). -#}
 {% import "flags.j2" as flags with context %}
-{% if flags.cuda_amp %}
-    use_amp: bool = True  # mixed precision (float16 autocast on CUDA GPUs)
+{% if flags.gpu_amp %}
+    # Mixed precision: float16 autocast with a gradient scaler on CUDA GPUs (a CPU trains in full precision, and logs
+    # so), bfloat16 autocast with none (GPUs and CPUs), or null: full precision (float32)
+    mixed_precision: Literal["float16", "bfloat16"] | None = "{{ cookiecutter.mixed_precision }}"
 {% elif flags.xla_amp %}
-    use_amp: bool = True  # mixed precision (bfloat16 autocast on the TPU)
+    mixed_precision: Literal["bfloat16"] | None = "bfloat16"  # bfloat16 autocast on the TPU; null: full precision
 {% endif %}
 
     # Distributed training

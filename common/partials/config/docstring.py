@@ -1,4 +1,5 @@
 {#- The start of every template's config.py, up to the class body's first key. -#}
+{% import "flags.j2" as flags with context %}
 """The training configuration: config.yaml's keys, their types, and the values this project was generated with.
 
 A run reads config.yaml and the command line's overrides into a ``Config`` (machinery/settings.py): a key that
@@ -7,6 +8,9 @@ is missing, undeclared here or of another type stops it, naming the key. To add 
 """
 
 from dataclasses import dataclass
+{% if flags.amp %}
+from typing import Literal
+{% endif %}
 
 
 @dataclass
