@@ -31,17 +31,23 @@ SIGTERM_EXIT = 128 + signal.SIGTERM
 
 
 def train(
-    project: Path, probe: str = "", python: str = PYTHON, timeout: int = 300, master_port: int | None = None
+    project: Path,
+    probe: str = "",
+    python: str = PYTHON,
+    timeout: int = 300,
+    master_port: int | None = None,
+    env: dict[str, str] | None = None,
 ) -> subprocess.CompletedProcess:
     """Run the README's training command in ``project``, with the stop probe set to ``probe`` (and torchrun's
-    ``master_port`` another, as a second node's command would have)."""
+    ``master_port`` another, as a second node's command would have; ``env``: more probes' variables)."""
+    probes = env or {}
     argv, env = readme_train_command(project, python)
     if master_port is not None:
         assert any(arg.startswith("--master_port=") for arg in argv), f"no port in the README's command {argv}"
         argv = [f"--master_port={master_port}" if arg.startswith("--master_port=") else arg for arg in argv]
     if python == XLA_PYTHON:
         env.update(XLA_CPU)
-    env = {**os.environ, **env, "PYTHONPATH": str(PROBE), "STOP_PROBE": probe, "PYTHONUNBUFFERED": "1"}
+    env = {**os.environ, **env, **probes, "PYTHONPATH": str(PROBE), "STOP_PROBE": probe, "PYTHONUNBUFFERED": "1"}
     env.update(HF_HUB_OFFLINE="1", HF_DATASETS_OFFLINE="1")
     return subprocess.run(argv, cwd=project, capture_output=True, text=True, timeout=timeout, env=env)
 
@@ -57,15 +63,29 @@ def outcome(proc: subprocess.CompletedProcess) -> str:
 # model; segmentation's keeps an auxiliary head, whose loss and state cross the stops too).
 STATEFUL_ANSWERS = {template: {"patience": "5", "save_best_model": True} for template in SUPERVISED} | {"gan": {}}
 STATEFUL_CONFIG = {template: {"accumulation_steps": 3} for template in SUPERVISED} | {"gan": {}}
+# Mixed precision where it is cheap: vision's bfloat16 autocasts on the CPU (no gradient scaler); the GAN's float16
+# trains there in full precision, its scaler off but kept in every training checkpoint, and restored.
+PRECISION = {"vision-classification": "bfloat16", "gan": "float16"}
+
+
+def default_workers(project: Path) -> dict[str, int]:
+    """The project's own ``num_workers`` (make_offline sets 0): the loader workers' random transforms must continue
+    as the uninterrupted run's (vision's crops and flips, segmentation's rescales, crops and flips)."""
+    workers = yaml.safe_load((project / "config.yaml").read_text())["num_workers"]
+    assert workers > 0, "every generated config.yaml reads batches in worker processes"
+    return {"num_workers": workers}
 
 
 @pytest.mark.parametrize("template", TEMPLATES)
 def test_a_run_stopped_three_times_and_continued_ends_bit_identical_to_an_uninterrupted_one(
     bake, tmp_path: Path, template: str
 ) -> None:
-    project = bake(template, launcher="none", deterministic=True, save_training=True, **STATEFUL_ANSWERS[template])
-    # 3 epochs of 4 iterations, a checkpoint every 3 iterations and after each epoch, every loss logged.
-    own = STATEFUL_CONFIG[template]
+    precision = PRECISION.get(template, "no")
+    answers = {**STATEFUL_ANSWERS[template], "mixed_precision": precision}
+    project = bake(template, launcher="none", deterministic=True, save_training=True, **answers)
+    # 3 epochs of 4 iterations, a checkpoint every 3 iterations and after each epoch, every loss logged; the
+    # generated num_workers.
+    own = STATEFUL_CONFIG[template] | default_workers(project)
     make_offline(project, max_epochs=3, train_epoch_length=4, save_every_iters=3, log_every_iters=1, **own)
     uninterrupted = tmp_path / "uninterrupted"
     shutil.copytree(project, uninterrupted)
@@ -105,6 +125,7 @@ def test_a_run_stopped_three_times_and_continued_ends_bit_identical_to_an_uninte
     final = load_checkpoint(run_dir / "training_checkpoint_12.pt", deterministic=True)
     expected = load_checkpoint(expected_dir / "training_checkpoint_12.pt", deterministic=True)
     assert not differences(final, expected), f"continued != uninterrupted: {differences(final, expected)[:10]}"
+    assert ("scaler" in final) == (precision == "float16"), "a gradient scaler is float16's only"
     assert sorted(p.name for p in run_dir.glob("*.pt")) == sorted(p.name for p in expected_dir.glob("*.pt"))
     # That the same command once more trains nothing is machinery/launch.py's, shared by every template:
     # test_the_same_command_continues_its_own_run_only.
@@ -122,57 +143,59 @@ def processes_in(project: Path) -> list[int]:
     return alive
 
 
-def wait_for_iteration(project: Path, launcher: subprocess.Popen, iteration: int, timeout: float = 240) -> Path:
-    """Wait until training.log shows ``iteration`` trained; return the run directory."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        assert launcher.poll() is None, f"training ended before iteration {iteration}:\n{launcher.communicate()}"
-        for log in project.glob("logs/*/training.log"):
-            if read_log(log.parent)["iterations"][-1:] >= [iteration]:
-                return log.parent
-        time.sleep(0.2)
-    raise AssertionError(f"iteration {iteration} not reached in {timeout} s")
-
-
-@pytest.mark.parametrize("launcher", ["torchrun", "spawn"])
+@pytest.mark.parametrize("template", TEMPLATES)
 def test_sigterm_to_the_launcher_stops_both_processes_at_one_iteration_and_the_rerun_finishes(
-    bake, tmp_path: Path, launcher: str
+    bake, tmp_path: Path, template: str
 ) -> None:
-    project = bake(argparser="argparse", backend="gloo", launcher=launcher, nproc_per_node="2", master_port=free_port())
-    # Long enough to be stopped in the middle; the processes agree on stopping wherever they log (every iteration).
-    make_offline(project, max_epochs=1, train_epoch_length=40, log_every_iters=1)
-    argv, _ = readme_train_command(project)
-    records = tmp_path / "ranks"
-    records.mkdir()
-    env = {**os.environ, "PYTHONPATH": str(Path(__file__).parent / "probes"), "RANK_PROBE_DIR": str(records)}
-    output = {"stdout": subprocess.PIPE, "stderr": subprocess.STDOUT, "text": True}
-    with subprocess.Popen(argv, cwd=project, env=env, **output) as run:
-        run_dir = wait_for_iteration(project, run, 2)
-        run.send_signal(signal.SIGTERM)
-        output, _ = run.communicate(timeout=60)
-    # torchrun exits with its own status for a signal it got, 1, as the README says
-    expected = SIGTERM_EXIT if launcher == "spawn" else 1
-    assert run.returncode == expected, f"exit code {run.returncode}\n{output[-5000:]}"
-    time.sleep(1)
-    assert not processes_in(project), f"processes left running after the launcher exited:\n{output[-5000:]}"
-    stopped = run_status(run_dir)
-    assert stopped["status"] == "stopped", output[-5000:]
+    """Two processes (gloo), deterministic, at the generated num_workers, with torchrun and with spawn: SIGTERM to
+    the launcher during iteration 5 (epoch 2 of 2, between two optimizer steps) stops both processes after the
+    same iteration, with one stop checkpoint, by rank 0, and leaves no process behind; the same command continues
+    to the uninterrupted run's end, bit for bit. One uninterrupted run for both launchers, spawn's (torchrun's
+    agent makes a run slower): they start the same two processes."""
+    projects = {}
+    for launcher in ("torchrun", "spawn"):
+        two = {"launcher": launcher, "backend": "gloo", "nproc_per_node": "2", "master_port": free_port()}
+        project = bake(template, deterministic=True, save_training=True, **two, **STATEFUL_ANSWERS[template])
+        # 2 epochs of 4 iterations, a checkpoint every 3 and after each epoch; the processes agree on stopping
+        # where they log (every iteration).
+        own = STATEFUL_CONFIG[template] | default_workers(project)
+        make_offline(project, max_epochs=2, train_epoch_length=4, save_every_iters=3, log_every_iters=1, **own)
+        projects[launcher] = project
+    uninterrupted = shutil.copytree(projects["spawn"], tmp_path / "uninterrupted")
+    proc = train(uninterrupted)
+    assert proc.returncode == 0, outcome(proc)
+    (expected_dir,) = run_dirs(uninterrupted)
+    expected = load_checkpoint(expected_dir / "training_checkpoint_8.pt", deterministic=True)
+
     import torch
 
-    ranks = [torch.load(path, weights_only=True) for path in sorted(records.glob("rank*.pt"))]
-    assert [(r["rank"], r["iteration"]) for r in ranks] == [(0, stopped["iteration"]), (1, stopped["iteration"])], (
-        "both processes stop after the same iteration"
-    )
-    checkpoints = [p.name for p in run_dir.glob("training_checkpoint_*.pt")]
-    assert checkpoints == [f"training_checkpoint_{stopped['iteration']}.pt"], "rank 0 saves one checkpoint"
-    assert "Traceback" not in (run_dir / "training.log").read_text()
+    for launcher, project in projects.items():
+        records = tmp_path / f"ranks-{launcher}"
+        records.mkdir()
+        proc = train(project, "iteration:5:PARENT", env={"RANK_PROBE_DIR": str(records)})
+        # torchrun exits with its own status for a signal it got, 1, as the README says
+        assert proc.returncode == (1 if launcher == "torchrun" else SIGTERM_EXIT), outcome(proc)
+        time.sleep(1)
+        assert not processes_in(project), f"{launcher}: processes left running after the launcher exited"
+        (run_dir,) = run_dirs(project)
+        stopped = run_status(run_dir)
+        assert stopped["status"] == "stopped" and stopped["epoch"] == 2 and stopped["iteration"] < 8, stopped
+        ranks = [torch.load(path, weights_only=True) for path in sorted(records.glob("rank*.pt"))]
+        assert [(r["rank"], r["iteration"]) for r in ranks] == [(0, stopped["iteration"]), (1, stopped["iteration"])], (
+            f"{launcher}: both processes stop after the same iteration"
+        )
+        stop_checkpoint = f"training_checkpoint_{stopped['iteration']}.pt"
+        assert [r["renamed"].count(stop_checkpoint) for r in ranks] == [1, 0], f"{launcher}: rank 0 saves it, once"
+        assert "Traceback" not in (run_dir / "training.log").read_text()
 
-    argv, _ = readme_train_command(project)
-    proc = subprocess.run(argv, cwd=project, capture_output=True, text=True, timeout=300)
-    assert proc.returncode == 0, outcome(proc)
-    assert run_dirs(project) == [run_dir], "the rerun continues the stopped run"
-    assert run_status(run_dir) == {"status": "finished", "reason": "max_epochs", "epoch": 1, "iteration": 40}
-    assert read_log(run_dir)["iterations"] == list(range(1, 41)), "each iteration trained once"
+        proc = train(project)
+        assert proc.returncode == 0, outcome(proc)
+        assert run_dirs(project) == [run_dir], "the rerun continues the stopped run"
+        assert run_status(run_dir) == {"status": "finished", "reason": "max_epochs", "epoch": 2, "iteration": 8}
+        assert read_log(run_dir)["iterations"] == list(range(1, 9)), f"{launcher}: each iteration trained once"
+        final = load_checkpoint(run_dir / "training_checkpoint_8.pt", deterministic=True)
+        diffs = differences(final, expected)
+        assert not diffs, f"{launcher}: continued != uninterrupted: {diffs[:10]}"
 
 
 def test_kill_9_while_writing_a_checkpoint_continues_from_the_newest_complete_one(bake) -> None:
@@ -250,13 +273,19 @@ def test_the_first_stop_signal_asks_for_a_clean_stop_and_a_second_one_aborts(bak
 
 
 def test_a_tpu_run_stopped_with_nothing_unsaved_ends_at_once_and_a_continued_one_compiles_nothing_after_warm_up(
-    bake,
+    bake, tmp_path: Path
 ) -> None:
     """A stop mid-epoch waits for the iteration and saves it; a stop while the continued command compiles its
     first iteration, with nothing trained since the checkpoint, ends the command at once (on a TPU that first
-    compilation can outlast a preemption notice); the command after it compiles nothing after warm-up."""
-    project = bake("vision-classification", backend="xla-tpu")
-    make_offline(project, max_epochs=3, train_epoch_length=4, **XLA_LIGHT_MODELS["vision-classification"])
+    compilation can outlast a preemption notice); the command after it compiles nothing after warm-up, and,
+    deterministic, ends bit-identical to a run never stopped: the loader workers (the generated num_workers) read
+    the batches, with their random crops and flips, beside the training step, in the device loader's thread."""
+    project = bake("vision-classification", backend="xla-tpu", deterministic=True)
+    light = XLA_LIGHT_MODELS["vision-classification"]
+    make_offline(project, max_epochs=3, train_epoch_length=4, **light, **default_workers(project))
+    uninterrupted = shutil.copytree(project, tmp_path / "uninterrupted")
+    proc = train(uninterrupted, python=XLA_PYTHON)
+    assert proc.returncode == 0, outcome(proc)
     proc = train(project, "iteration:6:PARENT", python=XLA_PYTHON)  # to the launcher: replicas ignore signals
     assert proc.returncode == SIGTERM_EXIT, outcome(proc)
     (run_dir,) = run_dirs(project)
@@ -277,6 +306,9 @@ def test_a_tpu_run_stopped_with_nothing_unsaved_ends_at_once_and_a_continued_one
     assert len(metrics["compilations_per_epoch"]) == 2, metrics
     assert metrics["compilations_per_epoch"][1:] == [0], f"training compiled after warm-up: {metrics}"
     assert metrics["eval_compilations_per_epoch"][1:] == [0], f"evaluation compiled after warm-up: {metrics}"
+    final = load_checkpoint(run_dir / "training_checkpoint_12.pt", deterministic=True)
+    expected = load_checkpoint(run_dirs(uninterrupted)[0] / "training_checkpoint_12.pt", deterministic=True)
+    assert not differences(final, expected), f"continued != uninterrupted: {differences(final, expected)[:10]}"
 
 
 def process_states(project: Path) -> dict[int, str]:

@@ -1,6 +1,6 @@
 {% import "flags.j2" as flags with context %}
 """The engine around every training step: the losses it returns, one vector on the device; a new shuffle of the
-data per pass{{ "; the random state seeded per iteration (deterministic)" if cookiecutter.deterministic }}."""
+data per pass{{ "; the random state seeded per iteration, and per batch where the data are read (deterministic)" if cookiecutter.deterministic }}."""
 
 {% if cookiecutter.deterministic %}
 import random
@@ -19,9 +19,9 @@ import torch_xla
 {% endif %}
 {% if cookiecutter.deterministic %}
 from ignite.engine import DeterministicEngine, Engine, Events
-from ignite.engine.deterministic import ReproducibleBatchSampler, update_dataloader
+from ignite.engine.deterministic import ReproducibleBatchSampler
 from ignite.utils import manual_seed
-from torch.utils.data import BatchSampler, DataLoader
+from torch.utils.data import BatchSampler, DataLoader, Dataset, RandomSampler
 {% else %}
 from ignite.engine import Engine, Events
 {% endif %}
@@ -54,10 +54,13 @@ def training_engine(train_step: Callable[[Engine, Any], dict[str, torch.Tensor]]
         return StepLosses(tuple(losses), values)
 
 {% if cookiecutter.deterministic %}
-    # DeterministicEngine reseeds the random generators per pass over the data (its order), so a resumed
-    # run sees the same batches; each iteration is seeded too (noise, dropout: _seed_iteration).
+    # A run continued mid-pass takes the batches of the uninterrupted run, with the same random transforms: each
+    # pass's order and each batch's seed come from the run's seed and the pass's number (_SeededPasses), set
+    # before DeterministicEngine makes the pass's iterator (after these events). Each iteration is seeded too
+    # (noise, dropout: _seed_iteration).
     trainer = DeterministicEngine(step)
-    trainer.add_event_handler(Events.STARTED, _draw_order_at_iter)
+    trainer.add_event_handler(Events.STARTED, _seed_batches)
+    trainer.add_event_handler(Events.EPOCH_STARTED | Events.DATALOADER_STOP_ITERATION, _set_pass)
     trainer.add_event_handler(Events.ITERATION_STARTED, _seed_iteration)
     return trainer
 {% else %}
@@ -81,36 +84,67 @@ def shuffle_each_pass(trainer: Engine, train_loader: Any) -> None:
 {% if cookiecutter.deterministic %}
 
 
-class _OrderDrawnAtIter(ReproducibleBatchSampler):
-    """ignite's reproducible batch sampler, drawing each pass's order from the random state at ``iter(loader)``,
-    and each batch's random transforms (crops, flips) from a seed of the batch's own.
+class _SeededBatch(list):
+    """A batch's sample indices, with the seed its random transforms draw from: the seed travels with the indices
+    to the process that reads the batch (a loader worker, with num_workers > 0)."""
 
-    ignite 0.5.5's draws the order at the first batch: after DeterministicEngine restores a mid-epoch checkpoint's
-    random state, so a run continued mid-epoch would train on another order than the uninterrupted run. That
-    restored state is the saving process's (rank 0's): with several processes, the others would transform their
-    next batches with rank 0's random numbers, so each batch is seeded here, in its own process, just before
-    it is read (in the loader's worker processes, with num_workers > 0, transforms draw from the workers' own
-    generators instead).
+    def __init__(self, indices: list[int], seed: int) -> None:
+        super().__init__(indices)
+        self.seed = seed
+
+
+class _SeededItems(Dataset):
+    """The training set, each batch read under its own seed (``_SeededBatch``).
+
+    The random transforms (crops, flips) then draw the same numbers for a batch whichever process or thread
+    reads it and whenever its loader was made: the loader's worker processes seed their generators from the
+    main process when a pass's iterator is made, which a pass continued mid-way does at another batch.
     """
 
-    def __iter__(self) -> Iterator[list[int]]:
-        return self._batches(torch.get_rng_state())
+    def __init__(self, dataset: Dataset) -> None:
+        self.dataset = dataset
 
-    def _batches(self, rng_state: torch.Tensor) -> Iterator[list[int]]:
+    def __len__(self) -> int:
+        return len(self.dataset)
+
+    def __getitem__(self, index: int) -> Any:
+        return self.dataset[index]
+
+    def __getitems__(self, batch: _SeededBatch) -> list[Any]:
+        # The host's generators only (not ignite's manual_seed): on a TPU, with num_workers 0, the device
+        # loader reads batches in a thread, which must not reseed the device's generator under the training step.
+        random.seed(batch.seed)
+        np.random.seed(batch.seed)
+        torch.manual_seed(batch.seed)
+        read_all = getattr(self.dataset, "__getitems__", None)  # a Hugging Face dataset reads a batch at once
+        return read_all(list(batch)) if read_all else [self.dataset[index] for index in batch]
+
+
+class _SeededPasses(ReproducibleBatchSampler):
+    """ignite's reproducible batch sampler, whose pass over the data draws its order and its batches' seeds
+    from the run's seed and the pass's number only (``_set_pass``).
+
+    ignite 0.5.5's draws the order from the random state at its first batch: after DeterministicEngine restores a
+    mid-epoch checkpoint's random state, so a run continued mid-epoch would train on another order than the
+    uninterrupted run; and a TPU's device loader makes the pass's iterator in a thread of its own, beside the
+    training step. With several processes each has its own run seed (``launch.start_run``): its own transforms.
+    """
+
+    run_seed: int = 0  # set by _set_pass before each pass
+    pass_number: int = 0
+
+    def __iter__(self) -> Iterator[list[int]]:
+        return self._batches(self.run_seed * 1_000_003 + self.pass_number)
+
+    def _batches(self, pass_key: int) -> Iterator[list[int]]:
         first = self.start_iteration or 0  # the batches a run continued mid-pass skips
-        current = torch.get_rng_state()
-        torch.set_rng_state(rng_state)
+        seeds = torch.Generator().manual_seed(pass_key)
+        if isinstance(self.sampler, RandomSampler):  # a DistributedSampler's order is its epoch's (shuffle_each_pass)
+            self.sampler.generator = torch.Generator().manual_seed(int(torch.randint(2**62, (1,), generator=seeds)))
         self.setup_batch_indices()
-        pass_seed = int(torch.randint(2**31, (1,)))
-        torch.set_rng_state(current)
+        pass_seed = int(torch.randint(2**31, (1,), generator=seeds))
         for index, batch in enumerate(self.batch_indices, start=first):
-            # The host's generators only (not ignite's manual_seed): a TPU's device loader reads batches in a
-            # thread of its own, which must not reseed the device's generator under the training step.
-            seed = pass_seed + index
-            random.seed(seed)
-            np.random.seed(seed)
-            torch.manual_seed(seed)
-            yield batch
+            yield _SeededBatch(batch, pass_seed + index)
 
 
 def _seed_iteration(engine: Engine) -> None:
@@ -122,8 +156,36 @@ def _seed_iteration(engine: Engine) -> None:
     manual_seed((engine.state.seed * 1_000_003 + engine.state.iteration) % 2**32)
 
 
-def _draw_order_at_iter(engine: Engine) -> None:
-    loader = engine.state.dataloader
-    if isinstance(loader, DataLoader) and type(loader.batch_sampler) is BatchSampler:
-        engine.state.dataloader = update_dataloader(loader, _OrderDrawnAtIter(loader.batch_sampler))
+def _data_loader(engine: Engine) -> DataLoader | None:
+    """The trainer's DataLoader: its data, or the one a TPU's device loader wraps."""
+    loader = getattr(engine.state.dataloader, "_loader", engine.state.dataloader)
+    return loader if isinstance(loader, DataLoader) else None
+
+
+def _seed_batches(engine: Engine) -> None:
+    """Give the trainer's DataLoader (a TPU's device loader's) a ``_SeededPasses`` batch sampler and
+    ``_SeededItems``: a copy of it, since a DataLoader's dataset and sampler are set once."""
+    loader = _data_loader(engine)
+    if loader is None or type(loader.batch_sampler) is not BatchSampler:
+        return
+    settings = {key: value for key, value in vars(loader).items() if not key.startswith("_")}
+    for key in ("batch_size", "sampler", "drop_last", "batch_sampler", "dataset_kind"):  # the batch sampler's
+        settings.pop(key, None)
+    settings.update(dataset=_SeededItems(loader.dataset), batch_sampler=_SeededPasses(loader.batch_sampler))
+    # The workers' base seed from a generator of the loader's own: a TPU's device loader makes the iterator in its
+    # thread, which must not draw from the generators the training step shares (the batches' seeds replace it).
+    settings.update(generator=torch.Generator(), multiprocessing_context=loader.multiprocessing_context)
+    seeded = type(loader)(**settings)
+    if hasattr(engine.state.dataloader, "_loader"):
+        engine.state.dataloader._loader = seeded
+    else:
+        engine.state.dataloader = seeded
+
+
+def _set_pass(engine: Engine) -> None:
+    """Before a pass's iterator is made: its number, from the iterations trained (a continued run's too)."""
+    loader = _data_loader(engine)
+    if loader is not None and isinstance(loader.batch_sampler, _SeededPasses):
+        loader.batch_sampler.run_seed = engine.state.seed
+        loader.batch_sampler.pass_number = engine.state.iteration // len(loader)
 {% endif %}

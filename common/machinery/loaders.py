@@ -5,6 +5,9 @@ and end with it."""
 import multiprocessing
 import multiprocessing.util
 import signal
+{% if not flags.xla %}
+import sys
+{% endif %}
 {% if flags.eval_metric %}
 from collections.abc import Iterator
 {% endif %}
@@ -15,6 +18,15 @@ from torch.utils.data import DataLoader, Dataset{{ ", DistributedSampler" if fla
 
 from config import Config
 from machinery.preemption import STOP_SIGNALS
+
+{% if flags.xla %}
+# Whether the loaders fork their workers: not a process that runs torch_xla's runtime (its threads do not survive a
+# fork), whose workers start as Python's default has it.
+{% else %}
+# Whether the loaders fork their workers: on Linux (macOS spawns by default: some of its system libraries do not
+# survive a fork).
+{% endif %}
+FORK_WORKERS = {{ "False" if flags.xla else 'sys.platform == "linux"' }}
 
 
 def train_loader(dataset: Dataset, config: Config) -> DataLoader:
@@ -29,6 +41,7 @@ def train_loader(dataset: Dataset, config: Config) -> DataLoader:
         worker_init_fn=ignore_stop_signals,
         shuffle=True,
         drop_last=True,
+        **worker_start(config),
     )
     return with_dataset(loader, dataset)
 {% if flags.eval_metric %}
@@ -61,9 +74,21 @@ def eval_loader(dataset: Dataset, config: Config) -> DataLoader:
         num_workers=config.num_workers,
         worker_init_fn=ignore_stop_signals,
         sampler=EvalShard(dataset),
+        **worker_start(config),
     )
     return with_dataset(loader, dataset)
 {% endif %}
+
+
+def worker_start(config: Config) -> dict[str, str]:
+    """How the loader's workers start: forked where ``FORK_WORKERS``, as the processes torchrun starts fork theirs.
+
+    The processes of the spawn launcher would spawn them (Python's start method passes on to them): each worker
+    imports torch anew, seconds at every pass over the data and every evaluation.
+    """
+    if config.num_workers > 0 and FORK_WORKERS:
+        return {"multiprocessing_context": "fork"}
+    return {}
 
 
 def with_dataset(loader: Any, dataset: Dataset) -> Any:
