@@ -221,7 +221,9 @@ def text_hand_written(config: "Config", iterations: int) -> tuple[float, float]:
     tokenizer = data.setup_tokenizer(config)
     loader, _, classes = data.setup_data(config, tokenizer)
     model = models.setup_model(config, vocab_size=len(tokenizer), num_classes=len(classes))
-    optimizer = torch.optim.AdamW(main.parameter_groups(model, config.weight_decay), lr=config.lr)
+    # lr null in config.yaml: models.learning_rate picks it (fine-tuning or synthetic's tiny model), as main.py does.
+    lr = models.learning_rate(config) if hasattr(models, "learning_rate") else config.lr
+    optimizer = torch.optim.AdamW(main.parameter_groups(model, config.weight_decay), lr=lr)
     warmup_steps = round(config.warmup_ratio * config.max_epochs * config.train_epoch_length)
     return supervised_loop(
         config,

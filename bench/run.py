@@ -22,6 +22,10 @@
    default model (bench/preemption.py). Target: well inside a 30-second preemption notice (<= 10 s).
 
 Run with the base venv's Python; the XLA part runs in the TPU venv (`--xla-python`).
+
+6. On a GPU (`bash scripts/bench.sh --gpu`, bench/gpu.py; `--gpu --cpu`: its tiny-model CPU mode): each generated
+   trainer against a hand-written loop of the same step at fp32, fp16 and bf16, with and without torch.compile and
+   channels-last, and the generated trainer's data loading against its step.
 """
 
 import argparse
