@@ -2,6 +2,8 @@
 """Handlers on the engines: loss logging and progress, checkpoints, stopping rules, resuming."""
 
 import logging
+import os
+import time
 from pathlib import Path
 from typing import Any
 
@@ -75,8 +77,17 @@ def setup_handlers(trainer: Engine, config: Config) -> None:
         engine.logger.info("Epoch %d - iteration %d: %s", engine.state.epoch, engine.state.iteration, losses)
 
     if idist.get_rank() == 0:
-        # The bar moves every iteration and shows the losses last read: it reads nothing from the device.
-        ProgressBar(persist=True).attach(trainer, metric_names="all")
+        # The bar shows the losses last read (it reads nothing from the device), redrawn at most every
+        # TQDM_MININTERVAL seconds, 0.1 as tqdm's own bars: ignite's redraws at every iteration, 10% of a fast step.
+        pace, drawn = float(os.environ.get("TQDM_MININTERVAL", 0.1)), [0.0]
+
+        def redraw_due(_engine: Engine, _iteration: int) -> bool:
+            due = time.monotonic() - drawn[0] >= pace
+            drawn[0] = time.monotonic() if due else drawn[0]
+            return due
+
+        redraws = Events.ITERATION_COMPLETED(event_filter=redraw_due)
+        ProgressBar(persist=True).attach(trainer, metric_names="all", event_name=redraws)
 {% if cookiecutter.terminate_on_nan %}
     # Checks the values just read: no extra device read.
     terminate_on_nan = TerminateOnNan(lambda output: [trainer.state.metrics[name] for name in output.names])
