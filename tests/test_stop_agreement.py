@@ -72,9 +72,9 @@ LAUNCHES = {
 # (they read its stop file, or their own time limit): one replica past its limit, before the others (the time
 # limit's stop is the same code in every project). The TPU case runs on the worker of the other XLA runs.
 CASES = ["torchrun:signal", "spawn:signal", on_one_worker("xla", "tpu-replicas:limit")]
-# What the stopped command exits with: torchrun's 1 for a worker that exited 143; spawn's launcher 0 (it got no
-# signal, and its processes end with 0); a time limit 0 (the README: "with status 0").
-STOPPED_EXIT = {"torchrun:signal": 1, "spawn:signal": 0, "tpu-replicas:limit": 0}
+# What the stopped command exits with: torchrun's 1 for a worker that exited 143; spawn's launcher 143, the status
+# of the signal one of its processes had (as if it had had it); a time limit 0 (the README: "with status 0").
+STOPPED_EXIT = {"torchrun:signal": 1, "spawn:signal": 143, "tpu-replicas:limit": 0}
 
 
 @pytest.mark.parametrize("case", CASES)

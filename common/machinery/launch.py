@@ -3,11 +3,17 @@
 """The start of every run: the command line, the launch of the training processes, the run directory and the log."""
 
 import logging
+{% if flags.spawn_here %}
+import multiprocessing
+{% endif %}
 import sys
 {% if cookiecutter.argparser == "argparse" %}
 from argparse import ArgumentParser
 {% endif %}
 from collections.abc import Callable
+{% if flags.spawn_here %}
+from multiprocessing.sharedctypes import Synchronized
+{% endif %}
 from pathlib import Path
 {% if cookiecutter.argparser == "fire" %}
 from typing import Any, NamedTuple
@@ -39,7 +45,7 @@ from config import Config
 from machinery.preemption import {{ "asked_to_stop, " if cookiecutter.argparser == "hydra" }}catch_stop_signals{{ ", exit_status" if cookiecutter.argparser == "hydra" }}
 from machinery.replicas import replicas_started
 {% else %}
-from machinery.preemption import {{ "asked_to_stop, " if cookiecutter.argparser == "hydra" }}catch_stop_signals, end_process, exit_status
+from machinery.preemption import {{ "STOP, " if flags.spawn_here }}{{ "asked_to_stop, " if cookiecutter.argparser == "hydra" }}catch_stop_signals, end_process, exit_status
 {% endif %}
 from machinery.runs import {{ "run_recorded, " if not flags.xla }}setup_run_dir
 from machinery.settings import {{ "checked_config" if cookiecutter.argparser == "hydra" else "load_config" }}
@@ -166,13 +172,20 @@ def train_processes(run: RunFn, config: Config) -> None:
             "master_port": config.master_port,
         }
     catch_stop_signals()  # a stop signal is forwarded to the processes started here (preemption.py)
+    # The signal that stopped a training process, which this one may not have had (one process's preemption
+    # notice): the command then exits with it too (exit_status). A spawn context's, as ignite starts them.
+    stopped_by = multiprocessing.get_context("spawn").Value("i", 0)
     with idist.Parallel(backend=config.backend, **spawn_kwargs) as parallel:
-        parallel.run(train_process, run, config)
+        parallel.run(train_process, run, config, stopped_by)
+    if STOP.signum is None and stopped_by.value:
+        STOP.signum = stopped_by.value
 
 
-def train_process(local_rank: int, run: RunFn, config: Config) -> None:
+def train_process(local_rank: int, run: RunFn, config: Config, stopped_by: Synchronized) -> None:
     """``run`` in one training process; a process started by ``train_processes`` then ends (end_process)."""
     run_recorded(local_rank, run, config)
+    if STOP.signum is not None:
+        stopped_by.value = STOP.signum
     if config.backend is not None:  # else this is the command's own process, which goes on
         idist.finalize()  # what ignite does once ``run`` returns
         end_process(0)  # the command's process, which started this one, reports a stop with its own status
