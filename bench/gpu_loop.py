@@ -384,28 +384,10 @@ def segmentation_hand_written(
 
 
 def text_hand_written(config: Any, iterations: int, setting: Setting, device: torch.device, batches: list) -> dict:
-    import data
-    import main
-    import models
-
-    seed_everything(config.seed)
-    tokenizer = data.setup_tokenizer(config)
-    _, _, classes = data.setup_data(config, tokenizer)
-    model = models.setup_model(config, vocab_size=len(tokenizer), num_classes=len(classes))
-    lr = models.learning_rate(config) if hasattr(models, "learning_rate") else config.lr
-    optimizer = torch.optim.AdamW(main.parameter_groups(model, config.weight_decay), lr=lr)
-    warmup = round(config.warmup_ratio * config.max_epochs * config.train_epoch_length)
+    _, model, optimizer, warmup = loop.text_parts(config)
+    loss_fn = torch.nn.CrossEntropyLoss()
     return supervised_loop(
-        config,
-        iterations,
-        setting,
-        device,
-        batches,
-        model,
-        optimizer,
-        warmup,
-        lambda b: ((b["input_ids"], b["attention_mask"]), b["label"]),
-        torch.nn.CrossEntropyLoss(),
+        config, iterations, setting, device, batches, model, optimizer, warmup, loop.text_inputs, loss_fn
     )
 
 

@@ -211,8 +211,9 @@ def gan_hand_written(config: "Config", iterations: int) -> tuple[float, float]:
     return iterations / (time.perf_counter() - start), fingerprint(generator, discriminator)
 
 
-def text_hand_written(config: "Config", iterations: int) -> tuple[float, float]:
-    """The same encoder, token batches, AdamW groups and loss; warm-up for warmup_ratio of the run."""
+def text_parts(config: "Config") -> tuple:
+    """The text template's train loader, encoder, AdamW groups and warm-up steps (warmup_ratio of the run), built as
+    main.py builds them: what this loop and bench/gpu_loop.py's hand-written one train."""
     import data
     import main
     import models
@@ -225,16 +226,19 @@ def text_hand_written(config: "Config", iterations: int) -> tuple[float, float]:
     lr = models.learning_rate(config) if hasattr(models, "learning_rate") else config.lr
     optimizer = torch.optim.AdamW(main.parameter_groups(model, config.weight_decay), lr=lr)
     warmup_steps = round(config.warmup_ratio * config.max_epochs * config.train_epoch_length)
-    return supervised_loop(
-        config,
-        iterations,
-        model,
-        optimizer,
-        loader,
-        warmup_steps,
-        lambda b: ((b["input_ids"], b["attention_mask"]), b["label"]),
-        torch.nn.CrossEntropyLoss(),
-    )
+    return loader, model, optimizer, warmup_steps
+
+
+def text_inputs(batch: dict) -> tuple[tuple[torch.Tensor, ...], torch.Tensor]:
+    """A text batch as the encoder's inputs and the labels."""
+    return (batch["input_ids"], batch["attention_mask"]), batch["label"]
+
+
+def text_hand_written(config: "Config", iterations: int) -> tuple[float, float]:
+    """The same encoder, token batches, AdamW groups and loss; warm-up for warmup_ratio of the run."""
+    loader, model, optimizer, warmup_steps = text_parts(config)
+    loss_fn = torch.nn.CrossEntropyLoss()
+    return supervised_loop(config, iterations, model, optimizer, loader, warmup_steps, text_inputs, loss_fn)
 
 
 def segmentation_hand_written(config: "Config", iterations: int) -> tuple[float, float]:
