@@ -11,7 +11,9 @@ Imported at start-up (sitecustomize.py) in every process whose PYTHONPATH names 
   it gets SIGCONT (or SIGKILL);
 - ``...:PARENT``: SIGTERM to the parent process instead: the launcher of TPU replicas, which ignore signals
   (on one XLA device, the replica is a process of its own; the replicas of ``XLA_CPU_REPLICAS`` are threads
-  of the launcher's process: ``iteration:N`` signals it).
+  of the launcher's process: ``iteration:N`` signals it), or torchrun's agent. Once: of the launcher's
+  processes, the first to get there signals it (a second SIGTERM to torchrun's agent while it stops its
+  workers makes it exit at once, which no preemption does).
 
 With ``STOP_PROBE_STAMP`` set to a path, the probe writes there the time (``time.time()``) it sent the signal.
 
@@ -21,6 +23,7 @@ trainers, the first one to start.
 
 import os
 import signal
+import tempfile
 import time
 
 import torch
@@ -62,10 +65,22 @@ def save(obj, f, *args, **kwargs):
 
 
 def _kill(pid, signum):
+    if _how == ["PARENT"] and not _first_to_signal(pid):
+        return
     if os.environ.get("STOP_PROBE_STAMP"):
         with open(os.environ["STOP_PROBE_STAMP"], "w") as stamp:
             stamp.write(repr(time.time()))
     os.kill(pid, signum)
+
+
+def _first_to_signal(pid):
+    """Whether no other process has signalled ``pid`` (this process, started at that time) before this one."""
+    started = open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()[19]
+    try:
+        os.close(os.open(os.path.join(tempfile.gettempdir(), f"stop-probe-{pid}-{started}"), os.O_CREAT | os.O_EXCL))
+    except FileExistsError:
+        return False
+    return True
 
 
 Engine.run, Engine._fire_event, torch.save = run, fire_event, save
