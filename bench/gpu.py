@@ -5,14 +5,15 @@ without torch.compile and channels-last; and the generated trainer's data loadin
     bash scripts/bench.sh --gpu --cpu    # the same script on the CPU, tiny vision model: the per-iteration cost
 
 Each template is baked with mixed precision (`mixed_precision` float16: its config key then says any precision) and
-measured in its own process by bench/gpu_loop.py (see there for what each loop does). Columns: the generated
-trainer's and the hand-written loop's steps per second on the same batches held in memory, the overhead (how much
-longer a generated step takes: hand-written it/s / generated it/s - 1, and in ms), the peak GPU memory each
-allocated, the time each generated step waited for the project's loader at num_workers 2 (the default) and 0 with
-its steps per second then, and whether both loops ended with the same weights where that is expected (fp32, no
-compile; elsewhere the loops' order of floating-point operations may differ). Settings the generated project
-cannot say in its config.yaml yet are "n/a (not an option yet)" (bench/gpu_loop.py's PROJECT_OPTIONS: one line per
-option). Target: the generated trainer within 5% of the hand-written loop at every setting.
+torch.compile (`compile`: compiled or eager), and measured in its own process by bench/gpu_loop.py (see there for
+what each loop does). Columns: the generated trainer's and the hand-written loop's steps per second on the same
+batches held in memory, the overhead (how much longer a generated step takes: hand-written it/s / generated it/s -
+1, and in ms), the peak GPU memory each allocated, the time each generated step waited for the project's loader at
+num_workers 2 (the default) and 0 with its steps per second then, and whether both loops ended with the same weights
+where that is expected (fp32, no compile; elsewhere the loops' order of floating-point operations may differ).
+Settings the generated project cannot say in its config.yaml yet are "n/a (not an option yet)" (bench/gpu_loop.py's
+PROJECT_OPTIONS: one line per option).
+Target: the generated trainer within 5% of the hand-written loop at every setting.
 
 The run keeps to --budget-s (default 430 s; under 8 minutes in all, for a 10-minute slot): each template gets an
 equal share of what is left, the compiled settings come last (each starts only with a minute of its template's
@@ -146,7 +147,7 @@ def measure(template: str, options: dict, python: str = sys.executable, kill_at:
     env.update(HF_HUB_OFFLINE="1", TOKENIZERS_PARALLELISM="false", **STEADY_MALLOC)
     if options.get("device") == "cpu":
         env.update(OMP_NUM_THREADS="1", MKL_NUM_THREADS="1")
-    answers = {"mixed_precision": mixed_precision_answer(template), "save_best_model": False}
+    answers = {"mixed_precision": mixed_precision_answer(template), "compile": True, "save_best_model": False}
     with tempfile.TemporaryDirectory() as tmp:
         project = bake(template, Path(tmp), **answers)
         partial = Path(tmp) / "result.json"  # the rows so far, written after each setting

@@ -59,7 +59,7 @@ def load_config(iterations: int, output_dir: str) -> "Config":
     if "crop_size" in keys:
         overrides.update(SEGMENTATION)
     # Only keys this template has (eval_epoch_length: classifiers; num_samples: gan).
-    return project_config(Path("config.yaml"), **{k: v for k, v in overrides.items() if k in keys})
+    return project_config(Path("config.yaml"), Config, **{k: v for k, v in overrides.items() if k in keys})
 
 
 def fingerprint(*modules: torch.nn.Module) -> float:
@@ -73,8 +73,8 @@ def generated(config: "Config", iterations: int) -> tuple[float, float]:
     from ignite.engine import Engine, Events
 
     # main.py builds the trainer (trainers.setup_trainer, imported into main: patched there) and hands it to
-    # machinery.fit.fit, which attaches the handlers and runs it. The clock's handlers go on as that run starts,
-    # after all of fit's, so that the last timed iteration includes what they do then: the loss read, the
+    # machinery.training.fit.fit, which attaches the handlers and runs it. The clock's handlers go on as that run
+    # starts, after all of fit's, so that the last timed iteration includes what they do then: the loss read, the
     # progress bar, the NaN check, and the GAN's loss history (images.py's, which fit attaches after
     # setup_handlers: right after setup_handlers, as before the machinery package, the clock would miss it).
     marks = {}

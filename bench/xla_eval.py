@@ -11,8 +11,9 @@ is would: each batch's correct count and loss read with `.item()`, the last batc
 Segmentation (a light model, small crops: SEGMENTATION): three ways to count the confusion matrix, run in
 turn REPEATS times, each run evaluating EPOCHS times; the seconds are the median over the evaluations after
 each run's first. "generated": the project as made, the matrix counted on the device and read once per
-evaluation (metrics.SegmentationMetrics). "argmax to CPU": the same project with one change, its metric: per
-batch the predicted masks go to the CPU, into ignite's ConfusionMatrix there. "naive": a GPU loop moved as is.
+evaluation (metrics.PixelConfusionMatrix, read by machinery/tpu/metrics.py). "argmax to CPU": the same project
+with one change, its metric: per batch the predicted masks go to the CPU, into ignite's ConfusionMatrix there.
+"naive": a GPU loop moved as is.
 """
 
 import dataclasses
@@ -72,7 +73,7 @@ def config_for(eval_batches: int) -> "Config":
     if "crop_size" in keys:  # segmentation
         overrides.update(SEGMENTATION, batch_size=SEGMENTATION_BATCH_SIZE, max_epochs=EPOCHS, train_epoch_length=1)
     # Only keys this project has (save_every_iters: with training checkpoints, which these projects are made without).
-    return load_config(Path("config.yaml"), **{k: v for k, v in overrides.items() if k in keys})
+    return load_config(Path("config.yaml"), Config, **{k: v for k, v in overrides.items() if k in keys})
 
 
 def evaluations_of_run(eval_batches: int) -> list[tuple[float, int, int]]:
@@ -80,7 +81,7 @@ def evaluations_of_run(eval_batches: int) -> list[tuple[float, int, int]]:
     (the trainer's nested run)."""
     import main
     from ignite.engine import Engine
-    from machinery.xla import _xla_replica
+    from machinery.tpu.xla import _xla_replica
 
     evaluations = []
     outer = []
@@ -101,7 +102,7 @@ def evaluations_of_run(eval_batches: int) -> list[tuple[float, int, int]]:
     # A run directory of its own: with the same config a finished run's directory would end this one at once.
     config = dataclasses.replace(config, output_dir=f"{config.output_dir}-{next(RUN_NUMBERS)}")
     try:
-        # Each replica's start-up as the project's launch does it (machinery/xla.py's launch, in this process).
+        # Each replica's start-up as the project's launch does it (machinery/tpu/xla.py's launch, in this process).
         _xla_replica(0, main.run, config)
     finally:
         Engine.run = original_run
@@ -156,12 +157,13 @@ def naive(eval_batches: int) -> dict:
     return {"seconds": seconds, "transfers": transfers, "later_compilations": [c for _, c, _ in timings[1:]]}
 
 
-def argmax_to_cpu_metrics(evaluator, loss_fn, classes=None) -> None:
-    """metrics.attach_metrics with the other design: each batch's predicted masks sent to ignite's metrics on
-    the CPU (ConfusionMatrix, mIoU, cmAccuracy, IoU, as the GPU projects attach them).
+def argmax_to_cpu_metrics(loss_fn, classes=None) -> dict:
+    """metrics.eval_metrics with the other design: each batch's predicted masks sent to ignite's metrics on the
+    CPU (ConfusionMatrix, mIoU, cmAccuracy, IoU, as the GPU projects had them).
 
     The masks and the true labels travel together, one transfer per batch (their stack): the fewest this
-    design can have. Padding rows and ignored pixels become -1 on the device, which ConfusionMatrix skips.
+    design can have. Ignored pixels become -1 on the device, which ConfusionMatrix skips. The matrix keeps its
+    state on the CPU (the machinery leaves such a metric to ignite).
     """
     import metrics
     import torch
@@ -171,6 +173,10 @@ def argmax_to_cpu_metrics(evaluator, loss_fn, classes=None) -> None:
 
     class MaskConfusionMatrix(ConfusionMatrix):
         """ignite's ConfusionMatrix fed predicted masks (its update takes logits and argmaxes them itself)."""
+
+        def reset(self) -> None:
+            self._device = torch.device("cpu")  # the machinery moves a metric's state to the device: not this one
+            super().reset()
 
         def _check_shape(self, output) -> None:
             pass
@@ -183,28 +189,30 @@ def argmax_to_cpu_metrics(evaluator, loss_fn, classes=None) -> None:
             self.confusion_matrix += torch.bincount(cells, minlength=NUM_CLASSES**2).view(NUM_CLASSES, NUM_CLASSES)
 
     def masks_on_cpu(output):
-        logits, targets, real = output
-        scored = (targets != loss_fn.ignore_index) & real.view(-1, 1, 1)
+        logits, targets = output
+        scored = targets != loss_fn.ignore_index
         masks = torch.stack((logits.argmax(dim=1), torch.where(scored, targets, -1))).cpu()
         return masks[0], masks[1]
 
     matrix = MaskConfusionMatrix(NUM_CLASSES, output_transform=masks_on_cpu, device="cpu")
-    mIoU(matrix).attach(evaluator, "mIoU")
-    cmAccuracy(matrix).attach(evaluator, "pixel_accuracy")
-    MetricsLambda(metrics.per_class, IoU(matrix), metrics_result_mode="flatten").attach(evaluator, "IoU")
+    return {
+        "mIoU": mIoU(matrix),
+        "pixel_accuracy": cmAccuracy(matrix),
+        "IoU": MetricsLambda(metrics.per_class, IoU(matrix), metrics_result_mode="flatten"),
+    }
 
 
 def argmax_to_cpu(eval_batches: int) -> list[tuple[float, int, int]]:
     """The generated project's run with argmax_to_cpu_metrics in place of its device-side confusion matrix."""
     import main
 
-    # main.run attaches the evaluator's metrics (metrics.attach_metrics, imported into main: replaced there).
-    attach = main.attach_metrics
-    main.attach_metrics = argmax_to_cpu_metrics
+    # main.run makes the evaluator's metrics (metrics.eval_metrics, imported into main: replaced there).
+    make = main.eval_metrics
+    main.eval_metrics = argmax_to_cpu_metrics
     try:
         return evaluations_of_run(eval_batches)
     finally:
-        main.attach_metrics = attach
+        main.eval_metrics = make
 
 
 def segmentation_naive(eval_batches: int) -> list[tuple[float, int, int]]:
@@ -222,8 +230,8 @@ def segmentation_naive(eval_batches: int) -> list[tuple[float, int, int]]:
     from ignite.metrics import ConfusionMatrix, mIoU
     from torch.utils.data import DataLoader
 
-    # ignite 0.5.5's metrics ask torch_xla for names 2.7 removed: the project's machinery/xla.py puts them back.
-    importlib.import_module("machinery.xla")
+    # ignite 0.5.5's metrics ask torch_xla for names 2.7 removed: the project's machinery/tpu/xla.py puts them back.
+    importlib.import_module("machinery.tpu.xla")
     config = config_for(eval_batches)
     device = xm.xla_device()
     torch.manual_seed(0)

@@ -155,9 +155,10 @@ def gan_naive(epochs: int) -> dict:
     import models
     import torch
     import torch_xla.core.xla_model as xm
+    from config import Config
     from machinery.settings import load_config
 
-    config = load_config(Path("config.yaml"))
+    config = load_config(Path("config.yaml"), Config)
     device = xm.xla_device()
     torch.manual_seed(0)
     generator = models.Generator(config.z_dim, config.g_filters, config.channels, config.image_size)
@@ -194,9 +195,10 @@ def text_naive(epochs: int) -> dict:
     import models
     import torch
     import torch_xla.core.xla_model as xm
+    from config import Config
     from machinery.settings import load_config
 
-    config = load_config(Path("config.yaml"), dataset="synthetic", data_path="data")
+    config = load_config(Path("config.yaml"), Config, dataset="synthetic", data_path="data")
     device = xm.xla_device()
     torch.manual_seed(0)
     tokenizer = data.setup_tokenizer(config)
@@ -219,9 +221,10 @@ def segmentation_naive(epochs: int) -> dict:
     import models
     import torch
     import torch_xla.core.xla_model as xm
+    from config import Config
     from machinery.settings import load_config
 
-    config = load_config(Path("config.yaml"), **SEGMENTATION)
+    config = load_config(Path("config.yaml"), Config, **SEGMENTATION)
     device = xm.xla_device()
     torch.manual_seed(0)
     model = models.setup_model(config.model, data.NUM_CLASSES, config.weights_backbone).to(device)

@@ -75,15 +75,16 @@ def remove_unchosen(ctx: dict, root: Path) -> None:
     if not ctx["include_test"]:
         shutil.rmtree(root / "tests")
     if ctx["logger"] == "none":
-        (root / "machinery" / "tracking.py").unlink()
+        (root / "machinery" / "training" / "tracking.py").unlink()
     if ctx["backend"] != "xla-tpu":
-        (root / "machinery" / "xla.py").unlink()
-        (root / "machinery" / "xla_metrics.py").unlink()
-        (root / "machinery" / "replicas.py").unlink()
+        shutil.rmtree(root / "machinery" / "tpu")
         if ctx["include_test"]:
             (root / "tests" / "test_xla.py").unlink()
     if not ctx["_eval_metric"]:  # a template without an evaluator (the GAN)
-        (root / "machinery" / "evaluation.py").unlink()
+        (root / "machinery" / "training" / "evaluation.py").unlink()
+        (root / "machinery" / "tpu" / "metrics.py").unlink(missing_ok=True)  # a TPU project's metrics, read once
+    if not (ctx["_eval_metric"] and ctx.get("ema")):  # the average of the weights is evaluated
+        (root / "machinery" / "training" / "ema.py").unlink()
     if ctx["scheduler"] != "slurm":
         (root / "slurm.sh").unlink()
 

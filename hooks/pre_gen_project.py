@@ -97,6 +97,11 @@ def validate(ctx: dict) -> list[str]:
         )
 
     errors += precision_errors(ctx)
+    if ctx.get("compile") is True and ctx.get("backend") == "xla-tpu":
+        errors.append(
+            "compile=True is not allowed with backend='xla-tpu': it must be False (torch_xla compiles each training "
+            "step's graph itself; torch.compile's inductor is for GPUs and CPUs)"
+        )
     if not errors:
         errors += distributed_rules(ctx)
     return errors

@@ -238,7 +238,7 @@ def load_module(path: Path) -> ModuleType:
     the modules it imports from its project (a project's ``config``, ``machinery.runs``, ...: its folder, or the
     folder above a project's ``machinery/``) are found there while it loads, and forgotten after, for the same reason.
     """
-    root = path.parent.parent if path.parent.name == "machinery" else path.parent
+    root = next((folder.parent for folder in path.parents if folder.name == "machinery"), path.parent)
     own = {child.stem for child in root.glob("*.py")} | {child.name for child in root.iterdir() if child.is_dir()}
     before = set(sys.modules)
     spec = importlib.util.spec_from_file_location(f"loaded_{path.parent.name}_{path.stem}", path)

@@ -34,7 +34,7 @@ def with_eval_set_of(project: Path, size: int) -> None:
     """Make the project's synthetic eval set ``size`` samples long, as a user edits data.py's constant: a
     size no process count divides shows whether each sample is scored once (samplers pad by repeating)."""
     data = project / "data.py"
-    sizes = re.compile(r"^SYNTHETIC_SIZES = \((\d+), \d+\)$", flags=re.MULTILINE)
+    sizes = re.compile(r"^SYNTHETIC_SIZES = \((\d+), \d+\)(?=  #|$)", flags=re.MULTILINE)
     text, edits = sizes.subn(rf"SYNTHETIC_SIZES = (\1, {size})", data.read_text())
     assert edits == 1, "data.py has no SYNTHETIC_SIZES = (train, eval) line to edit"
     data.write_text(text)

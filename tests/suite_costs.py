@@ -2,8 +2,8 @@
 processes and the seconds it spent in each kind of work (bakes, training runs, notebooks, venvs, ...).
 
 Loaded by conftest.py when ``IGNITE_TEMPLATES_COSTS`` names a directory; each pytest worker writes one JSON
-lines file there. ``python scripts/suite_costs.py DIR`` prints the tables of CONTRIBUTING.md's "What the
-suite costs" from them.
+lines file there. ``python scripts/suite_costs.py DIR --table`` prints CONTRIBUTING.md's "What the suite costs"
+table from them (without ``--table``: every table, as docs/suite-history.md keeps them).
 """
 
 import json

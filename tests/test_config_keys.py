@@ -6,7 +6,6 @@ config.yaml is written from config.py (one source): these tests check that the t
 shapes them, and that every argparser's path refuses what it must.
 """
 
-import dataclasses
 import subprocess
 import types
 import typing
@@ -23,7 +22,8 @@ from rendering import render
 ODD_OUTPUT_DIR = './it\'s "my" runs # 1\\'
 
 
-CONFIG_FILES = ("config.py", "config.yaml")
+# config.py's Config holds the project's own keys on machinery/settings.py's RunSettings (the run's settings).
+CONFIG_FILES = ("config.py", "config.yaml", "machinery/__init__.py", "machinery/settings.py")
 
 
 def config_combinations(template: str) -> list[dict]:
@@ -33,8 +33,9 @@ def config_combinations(template: str) -> list[dict]:
 
 
 def generated_config(project: Path) -> dict:
-    """config.py's Config defaults, the values the project was generated with (config.py needs no torch)."""
-    return dataclasses.asdict(load_module(project / "config.py").Config())
+    """config.py's Config defaults, the values the project was generated with, in config.yaml's order (the
+    project's own keys, then the run settings). config.py needs no torch."""
+    return load_module(project / "machinery" / "settings.py").as_dict(load_module(project / "config.py").Config())
 
 
 def config_yaml(project: Path) -> dict:
@@ -47,11 +48,11 @@ def config_yaml(project: Path) -> dict:
 def test_config_yaml_holds_config_py_keys_in_order_with_their_defaults(tmp_path: Path, template: str) -> None:
     for index, answers in enumerate(config_combinations(template)):
         project = tmp_path / str(index)  # config.py and config.yaml, rendered as cookiecutter renders them
-        project.mkdir()
+        (project / "machinery").mkdir(parents=True)
         for name, text in zip(CONFIG_FILES, render(template, answers, *CONFIG_FILES), strict=True):
             (project / name).write_text(text)
         config = load_module(project / "config.py").Config
-        defaults, written = dataclasses.asdict(config()), config_yaml(project)
+        defaults, written = generated_config(project), config_yaml(project)
         assert list(written.items()) == list(defaults.items()), (
             f"{template} with {answers}: config.yaml must hold config.py's keys, in its order, with its defaults"
         )
@@ -120,19 +121,20 @@ def test_config_keys_come_from_the_file_or_the_command_line_declared_and_of_thei
     path = project / "config.yaml"
     path.write_text(yaml.safe_dump(config, sort_keys=False))
     settings = load_module(project / "machinery" / "settings.py")
-    assert settings.load_config(path, backend="gloo").backend == "gloo"
+    config_class = load_module(project / "config.py").Config
+    assert settings.load_config(path, config_class, backend="gloo").backend == "gloo"
     # PyYAML reads 5e-5 as a string: a float key takes it as the number (`lr: 5e-5` in config.yaml).
     path.write_text(path.read_text() + "lr: 5e-5\n")
-    assert settings.load_config(path, backend=None).lr == 5e-5
+    assert settings.load_config(path, config_class, backend=None).lr == 5e-5
     with pytest.raises(SystemExit, match=r"Unknown config keys \['bakend'\]"):
-        settings.load_config(path, backend="gloo", bakend="gloo")
+        settings.load_config(path, config_class, backend="gloo", bakend="gloo")
     wrong = r"values of the wrong type: lr: 'fast' is not float; max_epochs: 2.5 is not int"
     with pytest.raises(SystemExit, match=wrong):
-        settings.load_config(path, backend=None, lr="fast", max_epochs=2.5)
+        settings.load_config(path, config_class, backend=None, lr="fast", max_epochs=2.5)
     path.write_text(yaml.safe_dump({**config, "backend": None, "warmup": 3}, sort_keys=False))
     with pytest.raises(SystemExit, match="has keys that config.py does not declare: warmup. Declare each"):
-        settings.load_config(path)
+        settings.load_config(path, config_class)
     # An empty file is a config that lacks every key.
     path.write_text("")
-    with pytest.raises(SystemExit, match="lacks keys that this project reads: seed, dataset"):
-        settings.load_config(path)
+    with pytest.raises(SystemExit, match="lacks keys that this project reads: dataset, data_path"):
+        settings.load_config(path, config_class)

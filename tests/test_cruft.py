@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 from answers import REPO
+from projects import load_module
 from readme_examples import commands, example
 
 pytestmark = pytest.mark.slow  # they clone, update and train generated projects: not in the quick lane
@@ -44,18 +45,22 @@ def commit_all(repo: Path, message: str) -> None:
     sh([*GIT, "commit", "-q", "-m", message], repo)
 
 
-@pytest.fixture
-def template_repo(tmp_path: Path) -> Path:
-    """This working tree (tracked and untracked, not ignored files) committed to a fresh git repository."""
-    files = sh(["git", "ls-files", "-co", "--exclude-standard"], REPO).stdout.split()
-    repo = tmp_path / "template"
-    for name in files:
+def copy_working_tree(repo: Path) -> None:
+    """This working tree's files (tracked and untracked, not ignored) copied into ``repo``."""
+    for name in sh(["git", "ls-files", "-co", "--exclude-standard"], REPO).stdout.split():
         source, target = REPO / name, repo / name
         target.parent.mkdir(parents=True, exist_ok=True)
         if source.is_symlink():
             target.symlink_to(source.readlink())
         elif source.is_file():
             shutil.copy2(source, target)
+
+
+@pytest.fixture
+def template_repo(tmp_path: Path) -> Path:
+    """This working tree (tracked and untracked, not ignored files) committed to a fresh git repository."""
+    repo = tmp_path / "template"
+    copy_working_tree(repo)
     sh([*GIT, "init", "-q"], repo)
     commit_all(repo, "template")
     return repo
@@ -178,7 +183,8 @@ def test_switching_a_project_from_gpu_to_tpu_and_back_keeps_the_users_edit(templ
             assert proc.returncode == 0, f"the README's `{command}` failed:\n{proc.stdout}\n{proc.stderr}"
         tpu = backend == "xla-tpu"
         assert "SYNTHETIC_SIZES = (512, 128)" in data.read_text(), f"switching to {backend} lost the user's edit"
-        assert (project / "machinery" / "xla.py").is_file() == tpu, f"xla.py must exist exactly on TPU (now {backend})"
+        xla = project / "machinery" / "tpu" / "xla.py"
+        assert xla.is_file() == tpu, f"xla.py must exist exactly on TPU (now {backend})"
         assert (project / "tests" / "test_xla.py").is_file() == tpu
         assert ("torch_xla" in (project / "requirements.txt").read_text()) == tpu
         notebook = json.loads((project / "vision_classification.ipynb").read_text())
@@ -216,3 +222,84 @@ def test_switching_ci_service_moves_the_ci_files_and_the_readme_command(template
     sh([*cookiecutter, "--no-input", "--output-dir", str(plain), "backend=gloo", "ci=gitlab"], tmp_path)
     for path in ("README.md", ".gitlab-ci.yml", "dcgan.ipynb"):
         assert (project / path).read_bytes() == (plain / "dcgan" / path).read_bytes(), f"{path}: cruft != cookiecutter"
+
+
+# main before the generated machinery moved into folders (issue 48): machinery/runs.py, fit.py, loaders.py, ... one
+# folder, the run settings in config.py's Config, seed first in config.yaml.
+BEFORE_THE_MOVE = "6f384db95c7829af629f2fd24ce209f7f21ea5a0"
+
+
+def test_a_project_made_before_the_machinery_moved_updates_with_cruft_keeping_the_users_edits(tmp_path: Path) -> None:
+    """A project made at main before the machinery moved into folders, then edited by its user (models.py, and
+    lr and max_epochs in config.yaml) and committed: `cruft update -y` brings the new layout without a conflict,
+    and the project is then, file for file, a new project with the user's edits, its config.yaml read whole by
+    the new Config (every key it declares, the user's values)."""
+    repo = tmp_path / "template"
+    repo.mkdir()
+    if sh(["git", "rev-parse", "--is-shallow-repository"], REPO).stdout.strip() == "true":
+        pytest.skip(f"a shallow clone: the template as it was at {BEFORE_THE_MOVE} is not in it")
+    archive = subprocess.run(["git", "archive", BEFORE_THE_MOVE], cwd=REPO, capture_output=True, check=True).stdout
+    subprocess.run(["tar", "-x"], cwd=repo, input=archive, check=True)
+    sh([*GIT, "init", "-q"], repo)
+    commit_all(repo, "before the move")
+    out = tmp_path / "out"
+    out.mkdir()
+    project = create(repo, out, "vision-classification")
+    assert (project / "machinery" / "runs.py").is_file(), "the old layout: one machinery folder"
+    sh([*GIT, "init", "-q"], project)
+    commit_all(project, "generated")
+
+    # The user's edits, committed.
+    edits = {
+        "models.py": [("MAXVIT_PARTITION = 7\n", "MAXVIT_PARTITION = 7\n# my own model notes\n")],
+        "config.yaml": [("\nlr: 0.001\n", "\nlr: 0.002\n"), ("\nmax_epochs: 5\n", "\nmax_epochs: 20\n")],
+    }
+
+    def edited(name: str, text: str) -> str:
+        for before, after in edits[name]:
+            assert text.count(before) == 1, f"{name} must hold {before!r} once"
+            text = text.replace(before, after)
+        return text
+
+    for name in edits:
+        (project / name).write_text(edited(name, (project / name).read_text()))
+    commit_all(project, "my edits")
+
+    # The template moves on to this working tree: the machinery in folders.
+    sh([*GIT, "rm", "-rq", "."], repo)
+    copy_working_tree(repo)
+    commit_all(repo, "the machinery in folders")
+    update = sh([CRUFT, "update", "-y"], project)
+
+    unmerged = sh(["git", "diff", "--name-only", "--diff-filter=U"], project).stdout.split()
+    marked = sorted(
+        str(path.relative_to(project))
+        for path in project.rglob("*")
+        if path.is_file()
+        and ".git" not in path.parts
+        and any(line.startswith(("<<<<<<< ", ">>>>>>> ")) for line in path.read_text(errors="replace").splitlines())
+    )
+    said = "\n".join(line for line in update.stderr.splitlines() if "conflict" in line or line.startswith("U "))
+    rejected = sorted(str(path.relative_to(project)) for path in project.rglob("*.rej"))
+    assert not (unmerged or marked or rejected), (
+        f"cruft update left conflicts: unmerged {unmerged}, conflict markers in {marked}, rejects {rejected}\n"
+        f"{said}\n--- config.yaml ---\n{(project / 'config.yaml').read_text()}"
+    )
+
+    assert (project / "machinery" / "runs" / "start.py").is_file(), "the new layout: the run's start in runs/"
+    assert not (project / "machinery" / "runs.py").exists() and not (project / "machinery" / "fit.py").exists()
+    settings = load_module(project / "machinery" / "settings.py")
+    config = settings.load_config(project / "config.yaml", load_module(project / "config.py").Config)
+    assert (config.lr, config.max_epochs) == (0.002, 20), "the user's config.yaml values must survive the update"
+    assert "# my own model notes" in (project / "models.py").read_text(), "the user's models.py edit must survive"
+
+    # File for file, a project made now, with the user's edits (the notebook holds the generated files).
+    (tmp_path / "new").mkdir()
+    new = files_of(create(repo, tmp_path / "new", "vision-classification"))
+    for name in edits:
+        new[Path(name)] = edited(name, new[Path(name)].decode()).encode()
+    updated = files_of(project)
+    differ = sorted(str(p) for p in new.keys() | updated.keys() if new.get(p) != updated.get(p))
+    assert differ in ([], [".cruft.json"]), (
+        f"the updated project differs from a new one with the user's edits in {differ}"
+    )

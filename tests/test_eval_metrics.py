@@ -2,6 +2,7 @@
 hand on a small case, through the project's own metrics.py, on every backend's code path: ignite's metrics on
 GPU and CPU projects, the sums counted on the device in TPU projects (here the XLA CPU device). The rows and
 pixels that must not count are among the inputs: padded rows (TPU), pixels of the ignored label (segmentation).
+The same metrics.py on every backend: the machinery keeps their state on the device (and on the TPU reads it once).
 """
 
 import json
@@ -13,16 +14,18 @@ from answers import SUPERVISED
 from environments import PYTHON, XLA_CPU, XLA_PYTHON
 from projects import run_cmd
 
-# Runs in the project's folder: scores the given batches with metrics.attach_metrics on an evaluator whose
-# step returns them, as the project's evaluator returns its batches' outputs; prints the metrics as JSON.
-# A TPU project's evaluator gives (logits, targets, real rows) on the XLA device, in ignite's XLA context.
+# Runs in the project's folder: scores the given batches with metrics.eval_metrics on the machinery's evaluator,
+# whose step returns them, as the project's evaluator returns its batches' outputs; prints the metrics as JSON.
+# A TPU project's evaluator gets each batch padded, with its number of real rows, on the XLA device, in ignite's
+# XLA context.
 SCORE = """
 import json, sys
 import ignite.distributed as idist
 import torch
-from ignite.engine import Engine
+from torch import nn
 
 import metrics
+from machinery.training.evaluation import evaluation_engine
 
 case = json.loads(sys.argv[1])
 if case["template"] == "vision-segmentation":
@@ -38,16 +41,14 @@ def score(local_rank):
     for batch in case["batches"]:
         logits = torch.tensor(batch["logits"], dtype=torch.float32, device=device)
         targets = torch.tensor(batch["targets"], device=device)
-        real = torch.tensor(batch["real"], device=device) if case["xla"] else None
-        batches.append((logits, targets) if real is None else (logits, targets, real))
-    evaluator = Engine(lambda engine, batch: batch)
-    metrics.attach_metrics(evaluator, loss_fn.to(device))
+        batches.append(((logits, targets), sum(batch["real"])) if case["xla"] else (logits, targets))
+    evaluator = evaluation_engine(lambda engine, batch: batch, nn.Identity(), metrics.eval_metrics(loss_fn.to(device)))
     evaluator.run(batches)
     print(json.dumps({name: float(value) for name, value in evaluator.state.metrics.items()}))
 
 
 if case["xla"]:
-    from machinery import xla  # noqa: F401  (the torch_xla names ignite 0.5.5 needs)
+    from machinery.tpu import xla  # noqa: F401  (the torch_xla names ignite 0.5.5 needs)
 
     with idist.Parallel(backend="xla-tpu") as parallel:
         parallel.run(score)

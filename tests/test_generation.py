@@ -59,13 +59,7 @@ def project_files(project: Path) -> list[Path]:
 def third_party_imports(project: Path) -> set[str]:
     """The top-level names of the modules the project's Python files import, but for its own and the stdlib."""
     own = {p.stem for p in project.glob("*.py")} | {"machinery"}
-    names = set()
-    for path in project.rglob("*.py"):
-        for node in ast.walk(ast.parse(path.read_text())):
-            if isinstance(node, ast.Import):
-                names |= {alias.name.split(".")[0] for alias in node.names}
-            elif isinstance(node, ast.ImportFrom) and node.level == 0:
-                names.add(node.module.split(".")[0])
+    names = set().union(*(imported_modules(path) for path in project.rglob("*.py")))
     return names - own - set(sys.stdlib_module_names)
 
 
@@ -91,7 +85,7 @@ def test_pairwise_covers_every_value_of_every_option(template: str) -> None:
         assert used >= {str(v) for v in values}, f"option {name}: values {values} not all baked"
 
 
-# The longest a generated module may be (the longest, machinery/xla.py with every option, has 199 lines).
+# The longest a generated module may be (the longest, machinery/tpu/xla.py with every option, has 199 lines).
 MODULE_LINES = 200
 
 
@@ -105,22 +99,24 @@ def test_generated_files_are_the_ones_the_answers_ask_for(baked, template: str, 
     project = baked(template, **combo)
     names = {p.relative_to(project).as_posix() for p in project_files(project)}
     expected = {"main.py", "config.py", "data.py", "models.py", "trainers.py", "config.yaml"}
-    machinery = "__init__ backend engine fit handlers launch loaders preemption runs settings".split()
+    machinery = "__init__ backend launch settings runs/start runs/directory runs/files runs/preemption".split()
+    machinery += "training/engine training/fit training/handlers data/loaders inference/trained".split()
     expected |= {f"machinery/{name}.py" for name in machinery}
     assert expected <= names, f"missing files: {expected - names}"
     tracking = combo["logger"] != "none"
-    assert ("machinery/tracking.py" in names) == tracking, "machinery/tracking.py exactly when a tracker is chosen"
+    tracker = "machinery/training/tracking.py"
+    assert (tracker in names) == tracking, f"{tracker} exactly when a tracker is chosen"
     evaluator = bool(template_context(template)["_eval_metric"])
-    assert ("machinery/evaluation.py" in names) == evaluator, "machinery/evaluation.py in a template that evaluates"
+    evaluation = "machinery/training/evaluation.py"
+    assert (evaluation in names) == evaluator, f"{evaluation} in a template that evaluates"
     assert ("tests/test_training.py" in names) == combo["include_test"], "tests/ must exist only when asked for"
     ci_files = {name for name in CI_FILES.values() if name}
     assert names & ci_files == ({CI_FILES[combo["ci"]]} - {None}), f"ci={combo['ci']}: CI files {names & ci_files}"
     assert ".pre-commit-config.yaml" in names and ".cookiecutter-defaults.json" not in names
     assert not (project / ".notebook").exists(), "the notebook's cells: read, then removed, by the hook"
     tpu = combo["backend"] == "xla-tpu"
-    assert ("machinery/xla.py" in names) == tpu, "machinery/xla.py exactly in a TPU project"
-    assert ("machinery/xla_metrics.py" in names) == tpu, "machinery/xla_metrics.py exactly in a TPU project"
-    assert ("machinery/replicas.py" in names) == tpu, "machinery/replicas.py exactly in a TPU project"
+    tpu_modules = {f"machinery/tpu/{name}.py" for name in ("__init__", "xla", "replicas", "counters")}
+    assert tpu_modules <= names if tpu else not tpu_modules & names, "machinery/tpu/ exactly in a TPU project"
     assert ("tests/test_xla.py" in names) == (tpu and combo["include_test"]), "tests/test_xla.py: TPU projects' tests"
     assert ("slurm.sh" in names) == (combo["scheduler"] == "slurm"), "slurm.sh exactly when scheduler is slurm"
 
@@ -151,9 +147,46 @@ def test_generated_files_pass_what_the_pre_commit_hooks_check(baked, template: s
 @each_bake
 def test_generated_modules_are_short_enough_to_read_at_once(baked, template: str, combo: dict) -> None:
     project = baked(template, **combo)
-    for path in [*project.glob("*.py"), *project.glob("machinery/*.py")]:  # one concern per module
+    for path in [*project.glob("*.py"), *project.glob("machinery/**/*.py")]:  # one concern per module
         lines = len(path.read_text().splitlines())
         assert lines <= MODULE_LINES, f"{path.name} has {lines} lines: split it by concern (at most {MODULE_LINES})"
+
+
+def imported_modules(path: Path) -> set[str]:
+    """The top-level names of the modules a Python file imports (absolute imports)."""
+    names = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import):
+            names |= {alias.name.split(".")[0] for alias in node.names}
+        elif isinstance(node, ast.ImportFrom) and node.level == 0:
+            names.add(node.module.split(".")[0])
+    return names
+
+
+@each_bake
+def test_the_machinery_imports_none_of_the_users_files(baked, template: str, combo: dict) -> None:
+    """The user's files stand on the machinery, never the other way round: a machinery module that imported
+    config.py, data.py or models.py would break when the user renames or rewrites them."""
+    project = baked(template, **combo)
+    users = {path.stem for path in project.glob("*.py")}
+    for path in project.glob("machinery/**/*.py"):
+        wrong = imported_modules(path) & users
+        assert not wrong, f"{path.relative_to(project)} imports the user's {sorted(wrong)}"
+
+
+@pytest.mark.parametrize("template", answers.SUPERVISED)
+def test_the_users_metrics_are_one_file_without_jinja_on_every_backend(baked, template: str) -> None:
+    """metrics.py is the user's: what a metric needs on a TPU (its state on the device, read once) is the
+    machinery's, so the file has no Jinja and every backend's project has the same bytes."""
+    source = (REPO / template / "{{cookiecutter.__project_dir}}" / "metrics.py").read_text()
+    assert not LEFTOVER.search(source), f"{template}'s metrics.py has Jinja: {LEFTOVER.search(source)[0]!r}"
+    backends = template_options(template)["backend"]
+    files = {
+        backend: (baked(template, **valid({"backend": backend, "launcher": "auto"})) / "metrics.py").read_bytes()
+        for backend in backends
+    }
+    assert len(set(files.values())) == 1, f"metrics.py differs across the backends {backends}"
+    assert files[backends[0]] == source.encode(), "metrics.py is generated as its source is written"
 
 
 @each_bake
@@ -172,7 +205,8 @@ def test_generated_project_is_ruff_clean(baked, template: str, combo: dict) -> N
 
 @each_bake
 def test_generated_config_has_the_keys_and_values_the_answers_give(baked, template: str, combo: dict) -> None:
-    config = yaml.safe_load((baked(template, **combo) / "config.yaml").read_text())
+    project = baked(template, **combo)
+    config = yaml.safe_load((project / "config.yaml").read_text())
     assert config["dataset"] == DATASETS[template]
     assert config["backend"] == (None if resolved_launcher(combo) == "none" else combo["backend"])
     assert config["output_dir"] == "./logs"
@@ -185,6 +219,10 @@ def test_generated_config_has_the_keys_and_values_the_answers_give(baked, templa
     # Early stopping needs an eval metric: a template without one neither asks nor configures it.
     assert ("patience" in config) == (int(combo.get("patience", 0)) > 0)
     assert ("limit_sec" in config) == (int(combo["limit_sec"]) > 0)
+    assert config.get("compile", False) == combo["compile"], "compile: the key exactly when asked, true"
+    assert ("ema_momentum" in config) == bool(combo.get("ema")), "ema_momentum exactly when the average is asked for"
+    ema = project / "machinery" / "training" / "ema.py"
+    assert ema.is_file() == bool(combo.get("ema")), "machinery/training/ema.py exactly when the average is asked for"
     if template == "text-classification":
         for key in ("model", "max_length", "dropout", "classifier_hidden", "weight_decay", "warmup_ratio"):
             assert key in config, f"config.yaml lacks {key}"
@@ -238,7 +276,7 @@ def test_torch_xla_appears_in_tpu_projects_only(baked, template: str, combo: dic
     readme = (project / "README.md").read_text()
     if combo["backend"] == "xla-tpu":
         assert "## Training on a TPU" in readme
-        assert "import torch_xla" in (project / "machinery" / "xla.py").read_text()
+        assert "import torch_xla" in (project / "machinery" / "tpu" / "xla.py").read_text()
         return
     assert "## Training on a TPU" not in readme
     for path in project_files(project):

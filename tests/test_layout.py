@@ -107,7 +107,7 @@ def test_notebook_cells_are_linked_file_by_file_into_a_real_folder(template: str
 
 # Questions about the eval metric (best models, early stopping): only a template with an eval metric
 # (`_eval_metric`, read by flags.j2) asks them. A GAN has none: its losses do not rank its samples.
-EVAL_METRIC_QUESTIONS = {"save_best_model", "patience"}
+EVAL_METRIC_QUESTIONS = {"save_best_model", "patience", "ema"}
 
 
 @pytest.mark.parametrize("template", TEMPLATES)
@@ -115,7 +115,7 @@ def test_templates_ask_the_same_shared_questions(template: str) -> None:
     """Shared hooks and sources rely on these answers: every template must offer them identically."""
     reference = json.loads((REPO / TEMPLATES[0] / "cookiecutter.json").read_text())
     context = json.loads((REPO / template / "cookiecutter.json").read_text())
-    own = {"project_name", "_template_name", "_eval_metric", "__prompts__"}
+    own = {"project_name", "_template_name", "_eval_metric", "_max_epochs", "__prompts__"}
     assert isinstance(context["_eval_metric"], str), "every template says which eval metric it has, if any"
     if not context["_eval_metric"]:
         own |= EVAL_METRIC_QUESTIONS

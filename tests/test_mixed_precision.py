@@ -56,7 +56,7 @@ def test_the_backend_autocasts_and_scales_as_mixed_precision_says(bake, caplog, 
     with float16.autocast():
         loss = (weight * 2).sum()
     float16.backward(loss)
-    float16.step(optimizer)
+    float16.optimizer_step(optimizer)
     float16.update()
     assert torch.equal(weight.detach(), torch.zeros(2))
 
@@ -76,13 +76,14 @@ def test_a_mixed_precision_the_project_cannot_run_is_refused_naming_the_key_and_
     project = bake(launcher="none" if answers["backend"] == "gloo" else "auto", **answers)
     make_offline(project)
     settings = load_module(project / "machinery" / "settings.py")
+    config_class = load_module(project / "config.py").Config
     path = project / "config.yaml"
     wrong = ["float32", True, "float16"] if answers["backend"] == "xla-tpu" else ["float32", True, "fp16"]
     for value in wrong:
         with pytest.raises(SystemExit, match=f"mixed_precision: {value!r} is not {allowed}$"):
-            settings.load_config(path, mixed_precision=value)
+            settings.load_config(path, config_class, mixed_precision=value)
     for value in [None, answers["mixed_precision"]]:
-        assert settings.load_config(path, mixed_precision=value).mixed_precision == value
+        assert settings.load_config(path, config_class, mixed_precision=value).mixed_precision == value
 
 
 def test_without_mixed_precision_there_is_no_key_and_no_autocast(bake) -> None:

@@ -22,7 +22,7 @@ import yaml
 from answers import SUPERVISED, TEMPLATES
 from checkpoints import differences, load_checkpoint
 from environments import PYTHON, XLA_CPU, XLA_LIGHT_MODELS, XLA_PYTHON
-from projects import free_port, make_offline, read_log, readme_train_command, run_dirs, run_status
+from projects import free_port, load_module, make_offline, read_log, readme_train_command, run_dirs, run_status
 
 pytestmark = pytest.mark.slow  # they train, stop and continue generated projects: not in the quick lane
 
@@ -61,7 +61,8 @@ def outcome(proc: subprocess.CompletedProcess) -> str:
 # over 3 batches (the stops at iterations 2 and 4 land between two optimizer steps, with gradients to keep);
 # the GAN keeps its loss history. On make_offline's light models (what stops and continues is the same for any
 # model; segmentation's keeps an auxiliary head, whose loss and state cross the stops too).
-STATEFUL_ANSWERS = {template: {"patience": "5", "save_best_model": True} for template in SUPERVISED} | {"gan": {}}
+# The average of the weights (ema) too, where a template evaluates: it is state of its own, in every checkpoint.
+STATEFUL_ANSWERS = {t: {"patience": "5", "save_best_model": True, "ema": True} for t in SUPERVISED} | {"gan": {}}
 STATEFUL_CONFIG = {template: {"accumulation_steps": 3} for template in SUPERVISED} | {"gan": {}}
 # Mixed precision where it is cheap: vision's bfloat16 autocasts on the CPU (no gradient scaler); the GAN's float16
 # trains there in full precision, its scaler off but kept in every training checkpoint, and restored.
@@ -126,9 +127,43 @@ def test_a_run_stopped_three_times_and_continued_ends_bit_identical_to_an_uninte
     expected = load_checkpoint(expected_dir / "training_checkpoint_12.pt", deterministic=True)
     assert not differences(final, expected), f"continued != uninterrupted: {differences(final, expected)[:10]}"
     assert ("scaler" in final) == (precision == "float16"), "a gradient scaler is float16's only"
+    ema = STATEFUL_ANSWERS[template].get("ema", False)
+    assert ("ema_model" in final) == ema, "the average of the weights is in every checkpoint of a run that keeps one"
+    if ema:  # predict.py and export.py take the average from a training checkpoint, as the best models hold it
+        trained = load_module(project / "machinery" / "inference" / "trained.py")
+        config_class = load_module(project / "config.py").Config
+        _, weights = trained.load_trained(run_dir / "training_checkpoint_12.pt", config_class)
+        assert not differences(weights, final["ema_model"]), "load_trained must give the average's weights"
     assert sorted(p.name for p in run_dir.glob("*.pt")) == sorted(p.name for p in expected_dir.glob("*.pt"))
     # That the same command once more trains nothing is machinery/launch.py's, shared by every template:
     # test_the_same_command_continues_its_own_run_only.
+
+
+def test_a_compiled_run_stopped_and_continued_ends_bit_identical_and_keeps_the_modules_own_names(
+    bake, tmp_path: Path
+) -> None:
+    """torch.compile (compile: the CPU's inductor): the GAN's two networks compiled, a stop mid-epoch, the same
+    command continues; deterministic, it ends bit for bit as a run never stopped (each command compiles anew: a
+    kernel per shape, whatever order the shapes come in). Each command logs its first iteration's time, and the
+    checkpoints hold the networks' own names (no "_orig_mod."), which predict.py and export.py load."""
+    project = bake("gan", launcher="none", deterministic=True, save_training=True, compile=True)
+    make_offline(project, max_epochs=1, train_epoch_length=4, save_every_iters=2, log_every_iters=1)
+    uninterrupted = shutil.copytree(project, tmp_path / "uninterrupted")
+    proc = train(uninterrupted)
+    assert proc.returncode == 0, outcome(proc)
+    proc = train(project, "iteration:3")
+    assert proc.returncode == SIGTERM_EXIT, outcome(proc)
+    proc = train(project)
+    assert proc.returncode == 0, outcome(proc)
+    (run_dir,) = run_dirs(project)
+    log = read_log(run_dir)
+    assert log["iterations"] == [1, 2, 3, 4] and log["text"].count("Continuing the run in") == 1, log["text"]
+    assert log["text"].count("torch.compile compiled the model in it") == 2, "each command logs its compile time"
+    final = load_checkpoint(run_dir / "training_checkpoint_4.pt", deterministic=True)
+    expected = load_checkpoint(run_dirs(uninterrupted)[0] / "training_checkpoint_4.pt", deterministic=True)
+    assert not differences(final, expected), f"continued != uninterrupted: {differences(final, expected)[:10]}"
+    names = [name for network in ("generator", "discriminator") for name in final[network]]
+    assert names and not [name for name in names if "_orig_mod" in name], "the networks' own names"
 
 
 def processes_in(project: Path) -> list[int]:
@@ -251,7 +286,7 @@ def test_the_same_command_continues_its_own_run_only(bake) -> None:
 
 SIGNALS = """
 import os, signal, time
-from machinery import preemption
+from machinery.runs import preemption
 
 preemption.catch_stop_signals()
 os.kill(os.getpid(), signal.SIGINT)

@@ -380,7 +380,8 @@ def test_resume_from_a_checkpoint_holding_code_refuses_it_and_runs_none_of_it(ba
     project = bake(template, launcher="none", deterministic=True)
     marker = tmp_path / "code_ran"
     torch.save({"trainer": {"iteration": 1, "payload": _RunsCodeWhenUnpickled(str(marker))}}, project / "evil.pt")
-    load = "import logging; from machinery import handlers; handlers.resume_from({}, 'evil.pt', logging.getLogger())"
+    load = "import logging; from machinery.training import handlers as h; "
+    load += "h.resume_from({}, 'evil.pt', logging.getLogger())"
     proc = subprocess.run([PYTHON, "-c", load], cwd=project, capture_output=True, text=True, timeout=300)
     assert proc.returncode != 0, "resume_from must refuse a checkpoint that holds more than tensors and plain values"
     assert "Weights only load failed" in proc.stderr, proc.stderr[-3000:]

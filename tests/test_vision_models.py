@@ -143,8 +143,8 @@ from torchvision import transforms as T
 from config import Config
 from data import MEAN, STD, SyntheticImages, get_datasets, image_transforms, input_size
 from export import export
-from machinery.files import read_image
-from machinery.runs import write_classes
+from machinery.data.files import read_image
+from machinery.runs.directory import write_classes
 from main import run
 from models import check_model, pretrained_weights, setup_model
 from predict import predict

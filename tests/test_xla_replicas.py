@@ -62,20 +62,29 @@ def run_as_replicas(
 
 
 def train_as_replicas(
-    bake, tmp_path: Path, template: str, env: dict | None = None, replicas: int = REPLICAS, **config: int
+    bake,
+    tmp_path: Path,
+    template: str,
+    env: dict | None = None,
+    replicas: int = REPLICAS,
+    answers: dict | None = None,
+    **config: int,
 ) -> tuple[Path, dict, list[dict]]:
-    """Bake ``template`` for the TPU and train it with its README's command as 8 XLA replicas on the CPU (or
-    ``replicas``), with these config values; return the run directory, its log and each replica's record."""
-    project = bake_for_replicas(bake, template, **config)
+    """Bake ``template`` for the TPU (with these ``answers``) and train it with its README's command as 8 XLA replicas
+    on the CPU (or ``replicas``), with these config values; return the run directory, its log and each replica's
+    record."""
+    project = bake_for_replicas(bake, template, answers, **config)
     ranks = run_as_replicas(project, tmp_path / "ranks", env, replicas)
     (run_dir,) = run_dirs(project)
     return run_dir, read_log(run_dir), ranks
 
 
-def evaluate_alone(run_dir: Path, checkpoint: Path, tmp_path: Path) -> dict:
-    """The evaluation of ``checkpoint``'s model on one XLA device, by a copy of the run's project: its one
-    training iteration done, the probe loads the checkpoint's model, which the project's evaluation scores."""
-    project = shutil.copytree(run_dir.parent.parent, tmp_path / "alone", ignore=shutil.ignore_patterns("logs"))
+def evaluate_alone(run_dir: Path, checkpoint: Path, tmp_path: Path, project: Path | None = None) -> dict:
+    """The evaluation of ``checkpoint``'s model (the average of its weights, where it keeps one) on one XLA device,
+    by a copy of the run's project (or ``project``): its one training iteration done, the probe loads the
+    checkpoint's model, which the project's evaluation scores."""
+    source = project or run_dir.parent.parent
+    project = shutil.copytree(source, tmp_path / "alone", ignore=shutil.ignore_patterns("logs"))
     config = yaml.safe_load((project / "config.yaml").read_text()) | {"max_epochs": 1, "train_epoch_length": 1}
     (project / "config.yaml").write_text(yaml.safe_dump(config, sort_keys=False))
     argv, _ = readme_train_command(project, python=XLA_PYTHON)
@@ -89,9 +98,15 @@ def parameters(record: dict) -> list[dict[str, torch.Tensor]]:
     return [{n: w[n] for n in names} for w, names in zip(record["weights"], record["parameters"], strict=True)]
 
 
+# The average of the weights (ema) where it costs no run of its own: the 8 replicas evaluate it, and it is what the
+# checkpoint keeps and one device scores alike.
+AVERAGED = {"vision-classification"}
+
+
 @pytest.mark.parametrize("template", TEMPLATES)
 def test_tpu_project_trains_as_8_replicas_that_end_alike_on_shards_of_their_own(bake, tmp_path, template) -> None:
-    run_dir, log, ranks = train_as_replicas(bake, tmp_path, template)
+    answers = {"ema": True} if template in AVERAGED else {}
+    run_dir, log, ranks = train_as_replicas(bake, tmp_path, template, answers=answers)
     assert "World size: 8, backend: xla-tpu" in log["text"], log["text"][-3000:]
     assert [(r["rank"], r["world_size"], r["iteration"]) for r in ranks] == [(k, 8, 4) for k in range(8)], (
         "each of the 8 replicas must train all 4 iterations"
@@ -124,7 +139,13 @@ def test_tpu_project_trains_as_8_replicas_that_end_alike_on_shards_of_their_own(
     # The last evaluation scored every eval sample once, its sums added up across the 8 replicas: it equals
     # the same model's evaluation on one device (replica 0's parameters and buffers: the checkpoint's).
     rows = check_each_eval_sample_scored_once(ranks, EVAL_SIZES[template])
-    alone = evaluate_alone(run_dir, run_dir / "training_checkpoint_4.pt", tmp_path)
+    alone_project = None
+    if template in AVERAGED:  # the checkpoint's average, scored by the project made without one
+        checkpoint = load_checkpoint(run_dir / "training_checkpoint_4.pt")
+        assert checkpoint["ema_model"].keys() == checkpoint["model"].keys(), "the average of every weight"
+        assert differences(checkpoint["ema_model"], checkpoint["model"]), "the average is not the trained weights"
+        alone_project = bake_for_replicas(bake, template)
+    alone = evaluate_alone(run_dir, run_dir / "training_checkpoint_4.pt", tmp_path, alone_project)
     assert set(alone["rows"]) == rows, "one device scored other samples than the 8 replicas together"
     replicas = ranks[0]["evaluations"][-1]["metrics"]
     assert alone["metrics"].keys() == replicas.keys(), f"metrics {list(alone['metrics'])}, {list(replicas)}"

@@ -139,7 +139,7 @@ def test_tpu_notebook_runs_top_to_bottom_on_an_xla_cpu_device(tpu_run, template:
     run = tpu_run(template)
     setup_output = "".join(out.get("text", "") for out in setup_cell(run.executed).outputs)
     assert "already installed: nothing to do" in setup_output, "the install cell must skip a present torch_xla"
-    for path in ("main.py", "config.py", "machinery/launch.py", "machinery/xla.py", "README.md"):
+    for path in ("main.py", "config.py", "machinery/launch.py", "machinery/tpu/xla.py", "README.md"):
         assert (run.folder / path).read_bytes() == (run.project / path).read_bytes(), f"the notebook's {path}"
     _, env = readme_train_command(run.project, python="python")
     assert env == {"PJRT_DEVICE": "TPU"}, "the README (and so the notebook) trains on the TPU"

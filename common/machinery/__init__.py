@@ -1,28 +1,36 @@
 {% import "flags.j2" as flags with context %}
 """The machinery of training, the same for any model and data: change it to change how training runs, not what
-is trained (the README's "Make it yours" says where that is).
+is trained (the README's "Make it yours" says where that is). It imports none of your files: they use it.
 
+The map, one concern a module or a folder, with the names your files import:
+
+- ``settings.py``: ``RunSettings``, the run's keys of config.yaml (config.py's ``Config`` adds yours), and the
+  config read and checked (``load_config``, ``load_run_settings``).
+- ``launch.py``: the command line and the training processes (``cli``).
 - ``backend.py``: ``Backend``, the one seam between your code and the backend (``prepare``, then the training
-  step's ``autocast``, ``backward``, ``step``, ``update``).
-- ``launch.py``: the command line, the training processes and the run's start; ``settings.py``: config.yaml
-  and the command line's overrides read into ``config.Config``.
-- ``fit.py``: the run around your engines; ``engine.py``: the engine around your training step.
+  step's ``autocast``, ``backward``, ``optimizer_step``, ``update``).
+- ``runs/``, the run directory and continuing: ``start.py`` (``start_run``: seed, run directory, log);
+  ``directory.py`` (a new run or the stopped one's, how it ended, ``write_classes``); ``files.py`` (the command's
+  hold, files written whole, checkpoints found intact); ``preemption.py`` (the clean stop on SIGTERM or Ctrl-C).
+- ``training/``, the engines and their handlers: ``fit.py`` (``fit``: the run around your engines);
+  ``engine.py`` (``training_engine``: the engine around your training step);
 {% if flags.eval_metric %}
-- ``evaluation.py``: the engine around your evaluation step{{ ", and the score that ranks evaluations (``score``)" if flags.ranked }}.
+  ``evaluation.py`` (``evaluation_engine``, your metrics on the device; the score that ranks evaluations);
 {% endif %}
-- ``loaders.py``: the data loaders, sharded across processes.
-{% if flags.image_files %}
-- ``files.py``: image folders and dataset files, their faults named (a missing folder, an unreadable image).
-{% endif %}
-- ``handlers.py``: loss logging, checkpoints, stopping rules, resuming.
-- ``trained.py``: a trained model for ``predict.py``: the newest, its run's settings{{ " and class names" if flags.eval_metric }};
-  ``onnx_export.py``: ``export.py``'s ONNX file, checked in onnxruntime against PyTorch.
-- ``preemption.py``: the clean stop on SIGTERM or Ctrl-C; ``runs.py``: the run directory a stopped run continues in.
+  ``handlers.py`` (loss logging, checkpoints, stopping rules, resuming){{ ";" if cookiecutter.logger != "none" else "." }}
 {% if cookiecutter.logger != "none" %}
-- ``tracking.py``: the experiment tracker ({{ flags.tracker_name }}).
+  ``tracking.py`` (the experiment tracker: {{ flags.tracker_name }}).
 {% endif %}
+- ``data/``: ``loaders.py`` (``train_loader``, ``eval_loader``: sharded across processes){{ ";" if flags.image_files else "." }}
+{% if flags.image_files %}
+  ``files.py`` (image folders and files, their faults named).
+{% endif %}
+- ``inference/``: ``trained.py`` (a trained model for predict.py); ``onnx_export.py`` (export.py's ONNX file).
 {% if flags.xla %}
-- ``xla.py``: torch_xla: the TPU replicas' launch, device loaders, the names ignite 0.5.5 calls;
-  ``xla_metrics.py``: the XLA counters of each epoch (``xla_metrics.json``).
+- ``tpu/``, torch_xla: ``xla.py`` (the replicas' launch, device loaders, the names ignite 0.5.5 calls);
+  ``replicas.py`` (the replicas' stop and failure); ``counters.py`` (the XLA counters of each epoch){{ ";" if flags.eval_metric else "." }}
+{% endif %}
+{% if flags.tpu_metrics %}
+  ``metrics.py`` (the eval metrics' state summed on the device, read once).
 {% endif %}
 """

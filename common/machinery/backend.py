@@ -1,8 +1,8 @@
 {% import "flags.j2" as flags with context %}
 """The one seam between your code and the backend: ``Backend``, whose methods' bodies the backend picks.
 
-``main.py`` builds its models, optimizers and data loaders as on one CPU and hands them to ``Backend.prepare``;
-the training steps use its four calls (autocast, backward, step, update): the same code {{ "trains on TPUs" if flags.xla else "trains on one device or several" }}.
+``main.py`` builds its models, optimizers and data loaders as on one CPU and hands them to ``Backend.prepare``; the
+training steps use its four calls (autocast, backward, optimizer_step, update): the same code trains {{ "on TPUs" if flags.xla else "anywhere" }}.
 """
 
 {% if flags.gpu_amp %}
@@ -25,9 +25,9 @@ from torch import nn
 from torch.utils.data import DataLoader
 {% endif %}
 
-from config import Config
+from machinery.settings import RunSettings
 {% if flags.xla %}
-from machinery.xla import device_loader, start_alike
+from machinery.tpu.xla import device_loader, start_alike
 {% endif %}
 
 
@@ -38,7 +38,7 @@ class Backend:
     Every training step is written with the four calls after ``prepare``, so that it reads the same on every backend.
     """
 
-    def __init__(self, config: Config) -> None:
+    def __init__(self, config: RunSettings) -> None:
         self.config = config
 {% if flags.gpu_amp %}
         # config.mixed_precision: the autocast's dtype, on this process's device (None: full precision).
@@ -67,7 +67,7 @@ class Backend:
 
 {% if flags.xla %}
         Models move to the TPU and every replica starts from replica 0's weights (each initialised its own).
-        Optimizers step the moved parameters, with ``xm.optimizer_step`` (``step``), which all-reduces
+        Optimizers step the moved parameters, with ``xm.optimizer_step`` (``optimizer_step``), which all-reduces
         the gradients (ignite 0.5.5's ``auto_optim`` fails on XLA). The training loader feeds the TPU while a
         step runs{{ "; an eval loader pads its last batch to the others' shape (``xla.device_loader``)" if flags.eval_metric }}.
 {% else %}
@@ -82,6 +82,14 @@ class Backend:
         on_cpu, moved = [], {}
         for index, model in enumerate(objects):
             if isinstance(model, nn.Module):
+{% if flags.compiled %}
+                if self.config.compile:
+                    # Its forward, so that its state dict keeps the module's own names (torch.compile(model) would
+                    # add "_orig_mod."; torch 2.9's model.compile() traces nothing where torch.nn's modules come
+                    # first). Static shapes: a kernel per shape, whichever comes first (a continued run meets them
+                    # in another order).
+                    model.forward = torch.compile(model.forward, dynamic=False)
+{% endif %}
                 on_cpu.append(list(model.parameters()))  # kept until the optimizers are mapped: their ids stay theirs
                 prepared[index] = idist.auto_model(model)
                 moved.update(zip(map(id, on_cpu[-1]), model.parameters(), strict=True))
@@ -117,7 +125,7 @@ class Backend:
         loss.backward()
 {% endif %}
 
-    def step(self, optimizer: torch.optim.Optimizer) -> None:
+    def optimizer_step(self, optimizer: torch.optim.Optimizer) -> None:
 {% if flags.gpu_amp %}
         if self.scaler is None:
             optimizer.step()

@@ -1,86 +1,84 @@
 {% import "flags.j2" as flags with context %}
 {% from "commands.j2" import backend_arg with context %}
-"""The start of every run: the command line, the launch of the training processes, the run directory and the log."""
+"""The command line and the training processes: the config read, then ``run`` called in every process."""
 
-import logging
 {% if flags.spawn_here %}
 import multiprocessing
 {% endif %}
+{% if cookiecutter.argparser == "hydra" %}
 import sys
-{% if cookiecutter.argparser == "argparse" %}
+{% elif cookiecutter.argparser == "argparse" %}
 from argparse import ArgumentParser
 {% endif %}
 from collections.abc import Callable
 {% if flags.spawn_here %}
 from multiprocessing.sharedctypes import Synchronized
 {% endif %}
+{% if cookiecutter.argparser != "fire" %}
 from pathlib import Path
-{% if cookiecutter.argparser == "fire" %}
-from typing import Any, NamedTuple
-{% else %}
-from typing import NamedTuple
 {% endif %}
+from typing import Any
 
 {% if cookiecutter.argparser == "fire" %}
 import fire
 {% elif cookiecutter.argparser == "hydra" %}
 import hydra
 {% endif %}
+{% if not flags.xla or cookiecutter.argparser == "hydra" %}
 import ignite.distributed as idist
+{% endif %}
 {% if not flags.xla %}
 import torch
 {% endif %}
 {% if cookiecutter.argparser == "hydra" %}
 from hydra.core.hydra_config import HydraConfig
 from hydra.types import RunMode
-{% endif %}
-from ignite.utils import manual_seed, setup_logger
-{% if cookiecutter.argparser == "hydra" %}
 from omegaconf import DictConfig, OmegaConf
 {% endif %}
-from tqdm import tqdm
+{% if not flags.xla or cookiecutter.argparser != "argparse" %}
 
-from config import Config
-{% if flags.xla %}
-from machinery.preemption import {{ "asked_to_stop, " if cookiecutter.argparser == "hydra" }}catch_stop_signals{{ ", exit_status" if cookiecutter.argparser == "hydra" }}
-from machinery.replicas import replicas_started
-{% else %}
-from machinery.preemption import {{ "STOP, " if flags.spawn_here }}{{ "asked_to_stop, " if cookiecutter.argparser == "hydra" }}catch_stop_signals, end_process, exit_status
 {% endif %}
-from machinery.runs import {{ "run_recorded, " if not flags.xla }}setup_run_dir
-from machinery.settings import {{ "checked_config" if cookiecutter.argparser == "hydra" else "load_config" }}
+{% if flags.xla and cookiecutter.argparser == "hydra" %}
+from machinery.runs.preemption import asked_to_stop, exit_status
+{% elif not flags.xla %}
+from machinery.runs.directory import run_recorded
+from machinery.runs.preemption import {{ "STOP, " if flags.spawn_here }}{{ "asked_to_stop, " if cookiecutter.argparser == "hydra" }}catch_stop_signals, end_process, exit_status
+{% endif %}
+from machinery.settings import RunSettings, {{ "checked_config" if cookiecutter.argparser == "hydra" else "load_config" }}
 {% if flags.xla %}
 
 # Importing xla also adds back the torch_xla names ignite 0.5.5 calls (see xla.py).
-from machinery.xla import check_replicas, launch
+from machinery.tpu.xla import launch
 {% endif %}
 
 {% if cookiecutter.argparser == "argparse" %}
 BACKENDS = ({{ '"xla-tpu",' if flags.xla else '"nccl", "gloo"' }})
 {% endif %}
-RunFn = Callable[[int, Config], None]
+# The function each training process runs: main.py's ``run(local_rank, config)``, config a ``config.Config``.
+RunFn = Callable[[int, Any], None]
+ConfigClass = type[RunSettings]  # config.py's Config
 
 
 {% if cookiecutter.argparser == "argparse" %}
-def cli(run: RunFn) -> None:
+def cli(run: RunFn, config_class: ConfigClass) -> None:
     """Train from the command line: ``python main.py config.yaml [--backend BACKEND]``."""
     parser = ArgumentParser(description="Train with PyTorch-Ignite.")
     parser.add_argument("config", type=Path, help="path to the YAML config, e.g. config.yaml")
     parser.add_argument("--backend", choices=BACKENDS, help="distributed backend (default: the config's)")
     args = parser.parse_args()
     overrides = {} if args.backend is None else {"backend": args.backend}
-    launch(run, load_config(args.config, **overrides))
+    launch(run, load_config(args.config, config_class, **overrides))
 {% elif cookiecutter.argparser == "fire" %}
-def cli(run: RunFn) -> None:
+def cli(run: RunFn, config_class: ConfigClass) -> None:
     """Train from the command line with Python Fire."""
 
     def train(config: str = "config.yaml", **overrides: Any) -> None:
         """Train: ``python main.py config.yaml --key=value ...`` overrides any config key."""
-        launch(run, load_config(config, **overrides))
+        launch(run, load_config(config, config_class, **overrides))
 
     fire.Fire(train)
 {% else %}
-def cli(run: RunFn) -> None:
+def cli(run: RunFn, config_class: ConfigClass) -> None:
     """Train from the command line with Hydra: ``python main.py key=value ...``; with ``-m``, a run for each job of a
     grid (``-m lr=0.001,0.01``), one job after another."""
     failed: list[str] = []  # the jobs of a multirun that failed, and why
@@ -89,9 +87,9 @@ def cli(run: RunFn) -> None:
     @hydra.main(version_base="1.3", config_path=str(Path(__file__).resolve().parents[1]), config_name="config")
     def train(cfg: DictConfig) -> None:
         if HydraConfig.get().mode == RunMode.MULTIRUN:
-            train_job(run, cfg, failed)
+            train_job(run, config_class, cfg, failed)
         else:
-            launch(run, checked_config(OmegaConf.to_container(cfg, resolve=True), "The config Hydra composed"))
+            launch(run, composed(cfg, config_class))
 
     try:
         train()  # with -m, Hydra's loop over the jobs: one that fails is named, and the next one starts
@@ -107,7 +105,12 @@ def cli(run: RunFn) -> None:
     {{ "raise SystemExit(status)" if flags.xla else "end_process(status)" }}
 
 
-def train_job(run: RunFn, cfg: DictConfig, failed: list[str]) -> None:
+def composed(cfg: DictConfig, config_class: ConfigClass) -> RunSettings:
+    """The config Hydra composed (config.yaml and the command's overrides), checked as a config file is."""
+    return checked_config(OmegaConf.to_container(cfg, resolve=True), "The config Hydra composed", config_class)
+
+
+def train_job(run: RunFn, config_class: ConfigClass, cfg: DictConfig, failed: list[str]) -> None:
     """Train one job of a multirun (``-m``), as the command without ``-m`` trains its run; Hydra then starts the next.
 
     A job that fails fails alone: Hydra names it and starts the next one (with several processes in one group,
@@ -117,7 +120,7 @@ def train_job(run: RunFn, cfg: DictConfig, failed: list[str]) -> None:
     """
     job = f"#{HydraConfig.get().job.num} ({' '.join(HydraConfig.get().overrides.task)})"
     try:
-        config = checked_config(OmegaConf.to_container(cfg, resolve=True), "The config Hydra composed")
+        config = composed(cfg, config_class)
         {{ "launch" if flags.xla else "train_processes" }}(run, config)
     except SystemExit as end:  # it would end Hydra's loop over the jobs
         if end.code and not asked_to_stop():  # a config or a run directory this job cannot use: its failure
@@ -147,7 +150,7 @@ def check_backend(backend: str | None) -> None:
 {% if not flags.xla %}
 
 
-def launch(run: RunFn, config: Config) -> None:
+def launch(run: RunFn, config: RunSettings) -> None:
     """Call ``run(local_rank, config)`` in every training process, then end this one (end_process)."""
     try:
         train_processes(run, config)
@@ -158,7 +161,7 @@ def launch(run: RunFn, config: Config) -> None:
 {% if flags.spawn_here %}
 
 
-def train_processes(run: RunFn, config: Config) -> None:
+def train_processes(run: RunFn, config: RunSettings) -> None:
     """Call ``run(local_rank, config)`` in every training process, started here."""
     check_backend(config.backend)
     # This script starts the processes itself; with no backend it runs as one process.
@@ -181,7 +184,7 @@ def train_processes(run: RunFn, config: Config) -> None:
         STOP.signum = stopped_by.value
 
 
-def train_process(local_rank: int, run: RunFn, config: Config, stopped_by: Synchronized) -> None:
+def train_process(local_rank: int, run: RunFn, config: RunSettings, stopped_by: Synchronized) -> None:
     """``run`` in one training process; a process started by ``train_processes`` then ends (end_process)."""
     run_recorded(local_rank, run, config)
     if STOP.signum is not None:
@@ -192,7 +195,7 @@ def train_process(local_rank: int, run: RunFn, config: Config, stopped_by: Synch
 {% elif not flags.xla %}
 
 
-def train_processes(run: RunFn, config: Config) -> None:
+def train_processes(run: RunFn, config: RunSettings) -> None:
     """Call ``run(local_rank, config)`` in every training process: this one (and torchrun's others).
 
     The process group outlives the run (``launch`` ends it): the jobs of a multirun share one. A new group would
@@ -208,72 +211,3 @@ def train_processes(run: RunFn, config: Config) -> None:
     with idist.Parallel() as parallel:  # the group as it is
         parallel.run(run_recorded, run, config)
 {% endif %}
-
-
-class RunOutputs(NamedTuple):
-    """Where a run writes (config, checkpoints, ...), the logger of its ``training.log``, and the checkpoint
-    it continues from when it continues an interrupted run (preemption.py)."""
-
-    run_dir: Path
-    logger: logging.Logger
-    checkpoint: Path | None
-
-
-def start_run(config: Config) -> RunOutputs:
-    """Seed this process, open the run directory (a new one, or the interrupted run's) and the log."""
-    catch_stop_signals()
-    manual_seed(config.seed + idist.get_rank())
-{% if cookiecutter.deterministic and not flags.xla %}
-    # Reproducible cuDNN kernels; the trainer reseeds the rest (data order, noise).
-    torch.backends.cudnn.deterministic = True
-    torch.backends.cudnn.benchmark = False
-{% endif %}
-    run_dir, checkpoint, finished, notes = setup_run_dir(config)
-    logger = setup_logging(run_dir)
-    for note in notes:  # unreadable files met on the way (runs.py)
-        logger.warning(note)
-    if finished:
-        logger.info("The run in %s finished (%s): nothing to train.", run_dir, finished)
-        logger.info("To train it longer, raise max_epochs; to train anew, set another output_dir.")
-        raise SystemExit(0)
-    if checkpoint:
-        logger.info("Continuing the run in %s from %s", run_dir, checkpoint)
-    else:
-        logger.info("Run directory: %s", run_dir)
-    logger.info("World size: %d, backend: %s, device: %s", idist.get_world_size(), idist.backend(), idist.device())
-{% if flags.xla %}
-    check_replicas(config, logger)
-    replicas_started()  # they all reached setup_run_dir's broadcast
-{% endif %}
-    return RunOutputs(run_dir, logger, checkpoint)
-
-
-class _AboveProgressBar:
-    """The log's console stream: each record goes above the live progress bar, on a line of its own.
-
-    Written straight to stderr, a record would land in the middle of the bar's line and leave a stale
-    copy of the bar above.
-    """
-
-    def write(self, text: str) -> None:
-        # tqdm.write clears the bar, prints, then draws the bar again below.
-        tqdm.write(text, file=sys.stderr, end="")
-
-    def flush(self) -> None:
-        sys.stderr.flush()
-
-
-def setup_logging(run_dir: Path) -> logging.Logger:
-    """Log to the console and to ``training.log`` in the run directory, on rank 0 only."""
-    for handler in logging.getLogger("train").handlers:
-        handler.close()  # a previous run's training.log, in this process (see reset below)
-    return setup_logger(
-        name="train",
-        format="%(asctime)s %(name)s %(levelname)s: %(message)s",
-        stream=_AboveProgressBar(),
-        filepath=run_dir / "training.log",
-        distributed_rank=idist.get_rank(),
-        # A second run in the same process (a notebook, a test) logs to its own run directory: without
-        # reset, ignite hands back the first run's logger, still writing to the first training.log.
-        reset=True,
-    )

@@ -1,35 +1,66 @@
-"""Reading the config: config.yaml and the command line's overrides, checked against ``config.Config``."""
+{% import "flags.j2" as flags with context %}
+"""The run's settings (``RunSettings``), and the config read: config.yaml and the command line's overrides, checked
+against config.py's ``Config``, which adds the project's own keys to these."""
 
 import dataclasses
 import types
 import typing
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any{{ ", Literal" if flags.amp }}, TypeVar
 
 import yaml
-
-from config import Config
 
 # config.yaml's keys that are Hydra's own settings, not the run's.
 HYDRA_KEYS = ("defaults", "hydra")
 
 
-def load_config(path: str | Path, **overrides: Any) -> Config:
+@dataclass
+class RunSettings:
+    """config.yaml's keys that the machinery reads (the run's length and seed, its processes and outputs), after
+    the project's own, each with its type and the value this project was generated with."""
+
+{% include "config/run_settings.py" %}
+
+
+Settings = TypeVar("Settings", bound=RunSettings)  # config.py's Config
+
+
+def file_order(config_class: type[RunSettings]) -> list[dataclasses.Field]:
+    """The config's keys as config.yaml lists them: the project's own (config.py), then the run settings."""
+    fields, run = dataclasses.fields(config_class), {field.name for field in dataclasses.fields(RunSettings)}
+    return [field for field in fields if field.name not in run] + [field for field in fields if field.name in run]
+
+
+def as_dict(config: RunSettings) -> dict[str, Any]:
+    """The config's keys and values, in config.yaml's order (a run's config-lock.yaml, a tracker's record)."""
+    return {field.name: getattr(config, field.name) for field in file_order(type(config))}
+
+
+def load_config(path: str | Path, config_class: type[Settings], **overrides: Any) -> Settings:
     """Read the YAML config, apply overrides (the command line's ``--key=value``) and check it."""
     with open(path) as f:
         values = yaml.safe_load(f) or {}
     for key in HYDRA_KEYS:
         values.pop(key, None)
-    keys = [field.name for field in dataclasses.fields(Config)]
+    keys = [field.name for field in dataclasses.fields(config_class)]
     unknown = sorted(set(overrides) - set(keys))
     if unknown:
         raise SystemExit(f"Unknown config keys {unknown}; the config keys are {sorted(keys)}")
-    return checked_config({**values, **overrides}, str(path))
+    return checked_config({**values, **overrides}, str(path), config_class)
 
 
-def checked_config(values: dict[str, Any], source: str) -> Config:
+def load_run_settings(path: str | Path) -> RunSettings:
+    """A config file's run settings alone (the project's own keys left aside): where predict.py finds the runs."""
+    with open(path) as f:
+        values = yaml.safe_load(f) or {}
+    names = [field.name for field in dataclasses.fields(RunSettings)]
+    return checked_config({key: value for key, value in values.items() if key in names}, str(path), RunSettings)
+
+
+def checked_config(values: dict[str, Any], source: str, config_class: type[Settings]) -> Settings:
     """``values`` as a Config once every key is declared, present and of its type: else stop, naming what is wrong."""
-    fields = {field.name: field for field in dataclasses.fields(Config)}
+    fields = {field.name: field for field in file_order(config_class)}
     undeclared = [key for key in values if key not in fields]
     if undeclared:
         raise SystemExit(
@@ -42,13 +73,13 @@ def checked_config(values: dict[str, Any], source: str) -> Config:
             f"{source} lacks keys that this project reads: {', '.join(missing)}. Add them, for example "
             f"with the values this project was generated with:\n{yaml.safe_dump(missing, sort_keys=False)}"
         )
-    hints = typing.get_type_hints(Config)
+    hints = typing.get_type_hints(config_class)
     # PyYAML reads `lr: 5e-5` as a string (YAML 1.1's floats have a dot: 5.0e-5): a float key takes it as the number.
     values = {key: _float_or_value(value, hints[key]) for key, value in values.items()}
     wrong = [f"{key}: {values[key]!r} is not {_name(hints[key])}" for key in fields if not _is(values[key], hints[key])]
     if wrong:
         raise SystemExit(f"{source} has values of the wrong type: " + "; ".join(wrong))
-    return Config(**values)
+    return config_class(**values)
 
 
 def _float_or_value(value: Any, kind: Any) -> Any:

@@ -4,12 +4,13 @@ evaluation step whose logits and targets the metrics score."""
 import ignite.distributed as idist
 import torch
 from ignite.engine import Engine
+from ignite.metrics import Metric
 from torch import nn
 
 from data import Batch, prepare_batch
 from machinery.backend import Backend
-from machinery.engine import training_engine
-from machinery.evaluation import evaluation_engine
+from machinery.training.engine import training_engine
+from machinery.training.evaluation import evaluation_engine
 from models import logits_of
 
 
@@ -29,7 +30,7 @@ def setup_trainer(
         # TPU, the steps with and without the optimizer step are two compiled programs, each reused.
         backend.backward(loss / accumulation_steps)
         if engine.state.iteration % accumulation_steps == 0:
-            backend.step(optimizer)
+            backend.optimizer_step(optimizer)
             backend.update()
             # After the step: a checkpoint saved here holds no gradients (see AccumulatedGradients).
             optimizer.zero_grad()
@@ -59,8 +60,8 @@ class AccumulatedGradients:
             parameter.grad = None if grad is None else grad.to(parameter.device)
 
 
-def setup_evaluator(model: nn.Module, backend: Backend) -> Engine:
-    """Build the engine that computes the logits and targets of each eval batch, for the metrics (metrics.py)."""
+def setup_evaluator(model: nn.Module, backend: Backend, metrics: dict[str, Metric]) -> Engine:
+    """Build the engine that computes the logits and targets of each eval batch and scores them with ``metrics``."""
     device = idist.device()
 
     def eval_step(engine: Engine, batch: Batch) -> tuple[torch.Tensor, torch.Tensor]:
@@ -70,4 +71,4 @@ def setup_evaluator(model: nn.Module, backend: Backend) -> Engine:
         # In float32 (mixed precision computes in float16 or bfloat16): the metrics sum many values.
         return logits_of(output).float(), targets
 
-    return evaluation_engine(eval_step, model)
+    return evaluation_engine(eval_step, model, metrics)

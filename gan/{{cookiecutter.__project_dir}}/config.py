@@ -1,4 +1,4 @@
-{% include "config/docstring.py" %}
+{% include "config/header.py" %}
 
     # Data: "cifar10" and "mnist" download into data_path; "folder" reads every image under data_path
     # (in sub-folders: torchvision's ImageFolder layout); "synthetic" draws discs of random colours on a
@@ -16,7 +16,4 @@
     d_filters: int = 64  # width of the discriminator's first layer; each later layer doubles it
     lr: float = 0.0002
     beta1: float = 0.5  # Adam's first momentum coefficient
-    max_epochs: int = 10
-    train_epoch_length: int | None = None  # iterations per epoch; null means the whole training set
     num_samples: int = 64  # images in each epoch's sample grid, generated from the same fixed noise
-{% include "config/common.py" %}

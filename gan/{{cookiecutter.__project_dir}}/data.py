@@ -12,8 +12,8 @@ from torchvision import datasets
 from torchvision import transforms as T
 
 from config import Config
-from machinery.files import download_advice, image_folder
-from machinery.loaders import train_loader
+from machinery.data.files import download_advice, image_folder
+from machinery.data.loaders import train_loader
 
 DATASETS = ("cifar10", "mnist", "folder", "synthetic")
 # PIL image mode for each number of channels.
@@ -96,4 +96,4 @@ def setup_data(config: Config) -> DataLoader:
     # Only the first process on each node downloads; the others wait, then read the files.
     with idist.one_rank_first(local=True):
         dataset = get_dataset(config.dataset, config.data_path, config.image_size, config.channels)
-    return train_loader(dataset, config)
+    return train_loader(dataset, config.batch_size, config.num_workers)

@@ -12,7 +12,7 @@ from pathlib import Path
 import torch
 from torch import nn
 
-from machinery.onnx_export import command_line, export_onnx
+from machinery.inference.onnx_export import command_line, export_onnx
 from predict import trained_generator
 
 

@@ -6,15 +6,16 @@ from config import Config
 from data import setup_data
 from images import SamplesAndLosses
 from machinery.backend import Backend
-from machinery.fit import fit
-from machinery.launch import cli, start_run
+from machinery.launch import cli
+from machinery.runs.start import start_run
+from machinery.training.fit import fit
 from models import Discriminator, Generator
 from trainers import setup_trainer
 
 
 def run(local_rank: int, config: Config) -> None:
     """Train the generator and the discriminator in one process (one of several in distributed training)."""
-    outputs = start_run(config)
+    this_run = start_run(config)
     # This run's devices and how a training step runs on them: the same code on every backend (machinery/backend.py).
     backend = Backend(config)
 
@@ -32,7 +33,7 @@ def run(local_rank: int, config: Config) -> None:
     loss_fn = nn.BCEWithLogitsLoss()
 
     trainer = setup_trainer(config, generator, discriminator, optimizer_g, optimizer_d, loss_fn, backend)
-    pictures = SamplesAndLosses(generator, config, outputs.run_dir)
+    pictures = SamplesAndLosses(generator, config, this_run.run_dir)
     # What a training checkpoint keeps (with the trainer's state, the losses read so far in it): a stopped run
     # continues from it.
     to_save = {
@@ -42,8 +43,8 @@ def run(local_rank: int, config: Config) -> None:
         "optimizer_d": optimizer_d,
         **backend.state_objects(),
     }
-    fit(config, outputs, trainer, train_loader, to_save, handlers=[pictures.attach])
+    fit(config, this_run, trainer, train_loader, to_save, handlers=[pictures.attach])
 
 
 if __name__ == "__main__":
-    cli(run)
+    cli(run, Config)

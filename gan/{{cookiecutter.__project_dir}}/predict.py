@@ -15,14 +15,14 @@ import torch
 from torchvision.utils import save_image
 
 from config import Config
-from machinery.settings import load_config
-from machinery.trained import inference_device, load_trained, newest_model
+from machinery.inference.trained import inference_device, load_trained, newest_model
+from machinery.settings import load_run_settings
 from models import Generator
 
 
 def trained_generator(checkpoint: Path) -> tuple[Generator, Config]:
     """The generator in ``checkpoint`` (in eval mode, on the CPU) and the settings it was trained with."""
-    config, weights = load_trained(checkpoint, network="generator")
+    config, weights = load_trained(checkpoint, Config, network="generator")
     generator = Generator(config.z_dim, config.g_filters, config.channels, config.image_size)
     generator.load_state_dict(weights)
     return generator.eval(), config  # eval: batch norm uses its running statistics, as in the sample grids
@@ -48,7 +48,7 @@ def main() -> None:
     args = parser.parse_args()
     if args.count < 1:
         parser.error(f"count={args.count}: generate one image at least")
-    checkpoint = args.checkpoint or newest_model(load_config("config.yaml").output_dir)
+    checkpoint = args.checkpoint or newest_model(load_run_settings("config.yaml").output_dir)
     images = generate(checkpoint, args.count, args.seed)
     args.output.mkdir(parents=True, exist_ok=True)
     for index, image in enumerate(images):

@@ -7,7 +7,7 @@ from torch import nn
 
 from config import Config
 from machinery.backend import Backend
-from machinery.engine import training_engine
+from machinery.training.engine import training_engine
 
 
 def setup_trainer(
@@ -44,13 +44,13 @@ def setup_trainer(
         # detach(): this step trains the discriminator only.
         logits_fake, loss_fake = discriminate(fake.detach(), 0.0)
         backend.backward(loss_fake)
-        backend.step(optimizer_d)
+        backend.optimizer_step(optimizer_d)
 
         # Generator: make the updated discriminator take the generated images for real ones.
         optimizer_g.zero_grad()
         _, loss_g = discriminate(fake, 1.0)
         backend.backward(loss_g)
-        backend.step(optimizer_g)
+        backend.optimizer_step(optimizer_g)
         # Once per iteration, after both optimizers have stepped (a CUDA gradient scaler serves both).
         backend.update()
 

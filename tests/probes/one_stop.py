@@ -13,7 +13,7 @@ Every other process learns of the stop only through the processes' agreement (ha
 
 XLA replicas on the CPU (``XLA_CPU_REPLICAS``) are threads of one process, which share the module globals a
 TPU's replica processes each have their own of: here each replica thread also gets a stop request of its own
-(``machinery.preemption.STOP``, a copy per thread), so that a stop one replica sees is its own, as on a TPU.
+(``machinery.runs.preemption.STOP``, a copy per thread), so that a stop one replica sees is its own, as on a TPU.
 Without it, a replica reading the shared request after the others' votes would see their stop as its own.
 """
 
@@ -41,7 +41,7 @@ def _stop(engine: Engine) -> None:
     if _what == "signal":
         os.kill(os.getpid(), signal.SIGTERM)
     else:
-        sys.modules["machinery.preemption"].STOP.deadline = time.monotonic()
+        sys.modules["machinery.runs.preemption"].STOP.deadline = time.monotonic()
 
 
 def run(engine, *args, **kwargs):
@@ -84,7 +84,7 @@ if os.environ.get("XLA_CPU_REPLICAS"):
     def spawned_call(self) -> None:
         """A replica thread starts: first, every module's STOP becomes one request per thread (once)."""
         with _swap:
-            shared = sys.modules["machinery.preemption"].STOP
+            shared = sys.modules["machinery.runs.preemption"].STOP
             if not isinstance(shared, PerReplicaStop):
                 per_replica = PerReplicaStop(shared)
                 for module in list(sys.modules.values()):

@@ -9,7 +9,8 @@ network's final weights (and which of them are parameters), the files it renamed
 evaluation (a run inside the trainer's) a digest of every real row it scored and the metrics it ended with.
 
 With ``RANK_PROBE_EVALUATE`` naming a training checkpoint, each epoch's end first loads that checkpoint's
-model into the network: the run's evaluation then scores the saved model (a reference evaluation).
+model (its average, where it keeps one) into the network: the run's evaluation then scores the saved model (a
+reference evaluation).
 XLA replicas on the CPU are threads of one process: each keeps its own (``threading.local``).
 
 Then, with gloo and several processes, it leaves a gloo worker thread in Python while the process ends, as
@@ -58,11 +59,10 @@ def _digest(batch) -> str:
 
 def _rows(batch) -> list[str]:
     """A digest of each real row of an eval batch (every tensor's row). A TPU project's eval batch is
-    ``(batch, number of real rows)``, padded to one shape: its padding rows are left out."""
+    ``(batch, number of real rows)`` (a Python int), padded to one shape: its padding rows are left out."""
     real = None
-    if isinstance(batch, list | tuple) and len(batch) == 2 and isinstance(batch[1], torch.Tensor):
-        if batch[1].dim() == 0:
-            batch, real = batch[0], int(batch[1])
+    if isinstance(batch, list | tuple) and len(batch) == 2 and type(batch[1]) is int:
+        batch, real = batch
     tensors, pending = [], [batch]
     while pending:
         item = pending.pop(0)
@@ -90,7 +90,7 @@ def _metrics(metrics: dict) -> dict:
 def _load_saved_model(engine) -> None:
     saved = torch.load(os.environ["RANK_PROBE_EVALUATE"], map_location="cpu", weights_only=True)
     network = getattr(_state("models", list)[0], "module", _state("models", list)[0])
-    network.load_state_dict(saved["model"])
+    network.load_state_dict(saved.get("ema_model", saved["model"]))  # the average, where the run kept one
 
 
 def auto_model(model, *args, **kwargs):

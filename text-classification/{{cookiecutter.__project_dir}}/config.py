@@ -1,4 +1,4 @@
-{% include "config/docstring.py" %}
+{% include "config/header.py" %}
 
     # Data: "imdb" (the IMDB reviews), or any Hugging Face dataset by name, downloaded into data_path;
     # "files": your CSV, JSON Lines or Parquet files, <data_path>/<train_split>.csv (or .jsonl, .json,
@@ -25,7 +25,3 @@
     lr: float | None = None  # null: 5e-5 to fine-tune a pretrained model; 3e-3 for synthetic's tiny random one
     weight_decay: float = 0.01  # AdamW, on every weight but biases and normalisation layers
     warmup_ratio: float = 0.1  # share of the iterations with a linear warm-up; then linear decay to zero
-    max_epochs: int = 3
-    train_epoch_length: int | None = None  # iterations per epoch; null means the whole training set
-    eval_epoch_length: int | None = None
-{% include "config/common.py" %}

@@ -15,7 +15,7 @@ from torch.utils.data import DataLoader
 from transformers import AutoTokenizer, BatchEncoding, BertTokenizer, PreTrainedTokenizerBase
 
 from config import Config
-from machinery.loaders import eval_loader, train_loader
+from machinery.data.loaders import eval_loader, train_loader
 
 # Texts are tokenized before the data loader forks its workers, which never tokenize: without this,
 # the tokenizers library warns in every worker that it turns its own threads off.
@@ -27,8 +27,7 @@ HUB_NAMES = {"imdb": "stanfordnlp/imdb"}
 FILE_FORMATS = {".csv": "csv", ".jsonl": "json", ".json": "json", ".parquet": "parquet"}
 CLASSES = ["negative", "positive"]  # the synthetic reviews' labels 0 and 1 (IMDB's are named neg and pos)
 NUM_CLASSES = len(CLASSES)
-# Sizes of the synthetic train and eval sets: enough for a few short epochs.
-SYNTHETIC_SIZES = (1024, 256)
+SYNTHETIC_SIZES = (1024, 256)  # the synthetic train and eval sets: enough for a few short epochs
 # The synthetic reviews' words: filler, and the sentiment words that give each review its label.
 FILLER = ("the", "a", "this", "film", "movie", "plot", "story", "acting", "scene", "was", "is", "and", "very")
 SENTIMENT = (("bad", "awful", "boring", "dull", "weak"), ("good", "great", "wonderful", "moving", "fun"))
@@ -185,7 +184,8 @@ def setup_data(config: Config, tokenizer: PreTrainedTokenizerBase) -> tuple[Data
     # The first process on each node downloads and tokenizes; the others then read its cache.
     with idist.one_rank_first(local=True):
         train, evaluation, classes = get_datasets(config, tokenizer)
-    return train_loader(train, config), eval_loader(evaluation, config), classes
+    batches = train_loader(train, config.batch_size, config.num_workers)
+    return batches, eval_loader(evaluation, config.eval_batch_size, config.num_workers), classes
 
 
 # A batch as the loaders give it: token ids, attention masks and labels, by name.

@@ -13,8 +13,8 @@ from pathlib import Path
 import torch
 
 from data import encode
-from machinery.onnx_export import command_line, export_onnx
-from machinery.runs import write_classes
+from machinery.inference.onnx_export import command_line, export_onnx
+from machinery.runs.directory import write_classes
 from predict import trained_model
 
 # The batch the ONNX file is checked on: two texts of different lengths, padded to max_length as in training.

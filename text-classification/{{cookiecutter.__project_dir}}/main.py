@@ -6,10 +6,11 @@ from torch import nn, optim
 from config import Config
 from data import setup_data, setup_tokenizer
 from machinery.backend import Backend
-from machinery.fit import fit
-from machinery.launch import cli, start_run
-from machinery.runs import write_classes
-from metrics import attach_metrics
+from machinery.launch import cli
+from machinery.runs.directory import write_classes
+from machinery.runs.start import start_run
+from machinery.training.fit import fit
+from metrics import eval_metrics
 from models import learning_rate, setup_model
 from trainers import AccumulatedGradients, setup_evaluator, setup_trainer
 
@@ -25,13 +26,13 @@ def parameter_groups(model: nn.Module, weight_decay: float) -> list[dict]:
 
 def run(local_rank: int, config: Config) -> None:
     """Train and evaluate in one process (one of several in distributed training)."""
-    outputs = start_run(config)
+    this_run = start_run(config)
     # This run's devices and how a training step runs on them: the same code on every backend (machinery/backend.py).
     backend = Backend(config)
 
     tokenizer = setup_tokenizer(config)
     train_loader, eval_loader, classes = setup_data(config, tokenizer)
-    write_classes(outputs.run_dir, classes)  # beside the models: what each output of the model means
+    write_classes(this_run.run_dir, classes)  # beside the models: what each output of the model means
     model = setup_model(config, vocab_size=len(tokenizer), num_classes=len(classes))
     lr = learning_rate(config)
     optimizer = optim.AdamW(parameter_groups(model, config.weight_decay), lr=lr)
@@ -47,8 +48,7 @@ def run(local_rank: int, config: Config) -> None:
     )
 
     trainer = setup_trainer(model, optimizer, loss_fn, backend, config.accumulation_steps)
-    evaluator = setup_evaluator(model, backend)
-    attach_metrics(evaluator, loss_fn)
+    evaluator = setup_evaluator(model, backend, eval_metrics(loss_fn))
     # What a training checkpoint keeps (with the trainer's state): a stopped run continues from it.
     to_save = {
         "model": model,
@@ -57,8 +57,8 @@ def run(local_rank: int, config: Config) -> None:
         "gradients": AccumulatedGradients(model),
         **backend.state_objects(),
     }
-    fit(config, outputs, trainer, train_loader, to_save, evaluator, eval_loader)
+    fit(config, this_run, trainer, train_loader, to_save, evaluator, eval_loader)
 
 
 if __name__ == "__main__":
-    cli(run)
+    cli(run, Config)

@@ -16,15 +16,15 @@ from transformers import PreTrainedTokenizerBase
 
 from config import Config
 from data import FILE_FORMATS, encode, read_file, setup_tokenizer
+from machinery.inference.trained import class_names, inference_device, load_trained, newest_model, write_predictions
 from machinery.settings import load_config
-from machinery.trained import class_names, inference_device, load_trained, newest_model, write_predictions
 from models import TextClassifier, logits_of, setup_model
 
 
 def trained_model(checkpoint: Path) -> tuple[TextClassifier, PreTrainedTokenizerBase, Config, list[str]]:
     """The model in ``checkpoint`` (in eval mode, on the CPU), its tokenizer, the settings it was trained with and
     its class names."""
-    config, weights = load_trained(checkpoint)
+    config, weights = load_trained(checkpoint, Config)
     classes = class_names(checkpoint)
     tokenizer = setup_tokenizer(config)
     model = setup_model(config, vocab_size=len(tokenizer), num_classes=len(classes), pretrained=False)
@@ -76,7 +76,7 @@ def main() -> None:
     args = parser.parse_args()
     if not args.files and not args.text:
         parser.error("give files of texts, or --text TEXT")
-    config = load_config("config.yaml")
+    config = load_config("config.yaml", Config)
     checkpoint = args.checkpoint or newest_model(config.output_dir)
     rows = predict(texts_in(args.files, config.text_column) + args.text, checkpoint)
     write_predictions(rows, args.output)

@@ -1,4 +1,4 @@
-{% include "config/docstring.py" %}
+{% include "config/header.py" %}
 
     # Data: "cifar10" downloads CIFAR-10 into data_path (unless it is there); "folder" reads your images from
     # data_path/train/<class>/* and data_path/val/<class>/*; "synthetic" makes images of CIFAR-10's shapes
@@ -18,7 +18,3 @@
     # downloaded once into torch's cache, with a new last layer for your classes and their own preprocessing
     weights: str | None = None
     lr: float = 0.001
-    max_epochs: int = 5
-    train_epoch_length: int | None = None  # iterations per epoch; null means the whole training set
-    eval_epoch_length: int | None = None
-{% include "config/common.py" %}

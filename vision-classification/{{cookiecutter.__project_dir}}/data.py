@@ -14,8 +14,8 @@ from torchvision import transforms as T
 from torchvision.models import WeightsEnum
 
 from config import Config
-from machinery.files import download_advice, image_folder
-from machinery.loaders import eval_loader, train_loader
+from machinery.data.files import download_advice, image_folder
+from machinery.data.loaders import eval_loader, train_loader
 from models import pretrained_weights
 
 # CIFAR-10 statistics, used for every dataset so a randomly initialised model sees the same input scale
@@ -142,7 +142,8 @@ def setup_data(config: Config) -> tuple[DataLoader, DataLoader, list[str]]:
     with idist.one_rank_first(local=True):
         weights = pretrained_weights(config.model, config.weights)
         train, evaluation = get_datasets(config.dataset, config.data_path, config.image_size, weights)
-    return train_loader(train, config), eval_loader(evaluation, config), list(train.classes)
+    batches = train_loader(train, config.batch_size, config.num_workers)
+    return batches, eval_loader(evaluation, config.eval_batch_size, config.num_workers), list(train.classes)
 
 
 # A batch as the loaders give it: images and labels.

@@ -13,8 +13,8 @@ from pathlib import Path
 import torch
 
 from data import input_size
-from machinery.onnx_export import command_line, export_onnx
-from machinery.runs import write_classes
+from machinery.inference.onnx_export import command_line, export_onnx
+from machinery.runs.directory import write_classes
 from models import pretrained_weights
 from predict import trained_model
 

@@ -6,10 +6,11 @@ from torch import nn, optim
 from config import Config
 from data import setup_data
 from machinery.backend import Backend
-from machinery.fit import fit
-from machinery.launch import cli, start_run
-from machinery.runs import write_classes
-from metrics import attach_metrics
+from machinery.launch import cli
+from machinery.runs.directory import write_classes
+from machinery.runs.start import start_run
+from machinery.training.fit import fit
+from metrics import eval_metrics
 from models import check_model, setup_model
 from trainers import AccumulatedGradients, setup_evaluator, setup_trainer
 
@@ -17,12 +18,12 @@ from trainers import AccumulatedGradients, setup_evaluator, setup_trainer
 def run(local_rank: int, config: Config) -> None:
     """Train and evaluate in one process (one of several in distributed training)."""
     check_model(config.model, config.image_size, config.weights)  # a model that cannot take image_size stops here
-    outputs = start_run(config)
+    this_run = start_run(config)
     # This run's devices and how a training step runs on them: the same code on every backend (machinery/backend.py).
     backend = Backend(config)
 
     train_loader, eval_loader, classes = setup_data(config)
-    write_classes(outputs.run_dir, classes)  # beside the models: predict.py names its predictions with them
+    write_classes(this_run.run_dir, classes)  # beside the models: predict.py names its predictions with them
     model = setup_model(config.model, num_classes=len(classes), weights=config.weights, image_size=config.image_size)
     optimizer = optim.Adam(model.parameters(), lr=config.lr)
     # Models, optimizers and loaders on the devices (wrapped for several processes, or TPU replicas).
@@ -37,8 +38,7 @@ def run(local_rank: int, config: Config) -> None:
     )
 
     trainer = setup_trainer(model, optimizer, loss_fn, backend, config.accumulation_steps)
-    evaluator = setup_evaluator(model, backend)
-    attach_metrics(evaluator, loss_fn)
+    evaluator = setup_evaluator(model, backend, eval_metrics(loss_fn))
     # What a training checkpoint keeps (with the trainer's state): a stopped run continues from it.
     to_save = {
         "model": model,
@@ -47,8 +47,8 @@ def run(local_rank: int, config: Config) -> None:
         "gradients": AccumulatedGradients(model),
         **backend.state_objects(),
     }
-    fit(config, outputs, trainer, train_loader, to_save, evaluator, eval_loader)
+    fit(config, this_run, trainer, train_loader, to_save, evaluator, eval_loader)
 
 
 if __name__ == "__main__":
-    cli(run)
+    cli(run, Config)

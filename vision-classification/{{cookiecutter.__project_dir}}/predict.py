@@ -16,15 +16,15 @@ from torchvision.datasets.folder import IMG_EXTENSIONS
 
 from config import Config
 from data import image_transforms
-from machinery.files import read_image
-from machinery.settings import load_config
-from machinery.trained import class_names, inference_device, load_trained, newest_model, write_predictions
+from machinery.data.files import read_image
+from machinery.inference.trained import class_names, inference_device, load_trained, newest_model, write_predictions
+from machinery.settings import load_run_settings
 from models import logits_of, pretrained_weights, setup_model
 
 
 def trained_model(checkpoint: Path) -> tuple[nn.Module, Config, list[str]]:
     """The model in ``checkpoint`` (in eval mode, on the CPU), the settings it was trained with, its class names."""
-    config, weights = load_trained(checkpoint)
+    config, weights = load_trained(checkpoint, Config)
     classes = class_names(checkpoint)
     # Built as training built it: some models' pretrained networks differ from their random ones (GoogLeNet's).
     model = setup_model(config.model, num_classes=len(classes), weights=config.weights, image_size=config.image_size)
@@ -69,7 +69,7 @@ def main() -> None:
     parser.add_argument("--checkpoint", type=Path, help="a best model or training checkpoint (default: the newest)")
     parser.add_argument("--output", type=Path, default=Path("predictions.csv"), help="the CSV file to write")
     args = parser.parse_args()
-    checkpoint = args.checkpoint or newest_model(load_config("config.yaml").output_dir)
+    checkpoint = args.checkpoint or newest_model(load_run_settings("config.yaml").output_dir)
     rows = predict(images_in(args.inputs), checkpoint)
     write_predictions(rows, args.output)
     print(f"{len(rows)} predictions of {checkpoint} in {args.output}")

@@ -1,4 +1,4 @@
-{% include "config/docstring.py" %}
+{% include "config/header.py" %}
 
     # Data: "voc" downloads Pascal VOC 2012 (segmentation: 21 classes) into data_path; "synthetic" makes
     # scenes of the same shapes offline, coloured shapes of the 20 object classes on a grey background
@@ -22,8 +22,4 @@
     lr: float = 0.02
     momentum: float = 0.9
     weight_decay: float = 0.0001
-    max_epochs: int = 30
-    train_epoch_length: int | None = None  # iterations per epoch; null means the whole training set
-    eval_epoch_length: int | None = None
     num_pictures: int = 4  # eval images drawn with their true and predicted masks after each epoch
-{% include "config/common.py" %}

@@ -14,8 +14,9 @@ from torchvision.transforms import v2
 from torchvision.transforms.v2 import functional as F
 
 from config import Config
-from machinery.files import SegmentationFolder, check_mode, download_advice, image_mask_pairs, top_label
-from machinery.loaders import eval_loader, train_loader
+from folders import SegmentationFolder, check_mode, image_mask_pairs, top_label
+from machinery.data.files import download_advice
+from machinery.data.loaders import eval_loader, train_loader
 
 CLASSES = (
     "background", "aeroplane", "bicycle", "bird", "boat", "bottle", "bus", "car", "cat", "chair", "cow",
@@ -29,8 +30,7 @@ IGNORE_INDEX = 255
 MEAN = (0.485, 0.456, 0.406)
 STD = (0.229, 0.224, 0.225)
 Statistics = tuple[tuple[float, ...], tuple[float, ...]]  # a mean and a standard deviation per channel
-# Sizes of the synthetic train and eval sets: enough for a few short epochs.
-SYNTHETIC_SIZES = (512, 64)
+SYNTHETIC_SIZES = (512, 64)  # the synthetic train and eval sets: enough for a few short epochs
 
 
 class SyntheticScenes(Dataset):
@@ -186,7 +186,8 @@ def setup_data(config: Config, normalisation: Statistics = (MEAN, STD)) -> tuple
     with idist.one_rank_first(local=True):
         source = (config.dataset, config.data_path, config.crop_size, config.classes)
         train, evaluation, classes = get_datasets(*source, normalisation)
-    return train_loader(train, config), eval_loader(evaluation, config), classes
+    batches = train_loader(train, config.batch_size, config.num_workers)
+    return batches, eval_loader(evaluation, config.eval_batch_size, config.num_workers), classes
 
 
 # A batch as the loaders give it: images and masks.

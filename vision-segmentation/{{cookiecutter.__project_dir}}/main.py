@@ -6,10 +6,11 @@ from torch import optim
 from config import Config
 from data import setup_data
 from machinery.backend import Backend
-from machinery.fit import fit
-from machinery.launch import cli, start_run
-from machinery.runs import write_classes
-from metrics import attach_metrics
+from machinery.launch import cli
+from machinery.runs.directory import write_classes
+from machinery.runs.start import start_run
+from machinery.training.fit import fit
+from metrics import eval_metrics
 from models import SegmentationLoss, backbone_weights, setup_model, statistics
 from pictures import PredictionPictures
 from trainers import AccumulatedGradients, setup_evaluator, setup_trainer
@@ -17,14 +18,14 @@ from trainers import AccumulatedGradients, setup_evaluator, setup_trainer
 
 def run(local_rank: int, config: Config) -> None:
     """Train and evaluate in one process (one of several in distributed training)."""
-    outputs = start_run(config)
+    this_run = start_run(config)
     # This run's devices and how a training step runs on them: the same code on every backend (machinery/backend.py).
     backend = Backend(config)
 
     # Images normalised as the backbone's pretrained weights were trained (else with ImageNet's statistics).
     normalisation = statistics(backbone_weights(config.model, config.weights_backbone))
     train_loader, eval_loader, classes = setup_data(config, normalisation)
-    write_classes(outputs.run_dir, classes)  # beside the models: what each output of the model means
+    write_classes(this_run.run_dir, classes)  # beside the models: what each output of the model means
     # The same few eval images are drawn with their predicted masks after each epoch.
     samples = [eval_loader.dataset[index] for index in range(min(config.num_pictures, len(eval_loader.dataset)))]
     network = setup_model(config.model, len(classes), config.weights_backbone)
@@ -41,9 +42,8 @@ def run(local_rank: int, config: Config) -> None:
     )
 
     trainer = setup_trainer(model, optimizer, loss_fn, backend, config.accumulation_steps)
-    evaluator = setup_evaluator(model, backend)
-    attach_metrics(evaluator, loss_fn, classes)
-    pictures = PredictionPictures(network, samples, outputs.run_dir / "predictions", normalisation)
+    evaluator = setup_evaluator(model, backend, eval_metrics(loss_fn, classes))
+    pictures = PredictionPictures(network, samples, this_run.run_dir / "predictions", normalisation)
     # What a training checkpoint keeps (with the trainer's state): a stopped run continues from it.
     to_save = {
         "model": model,
@@ -52,8 +52,8 @@ def run(local_rank: int, config: Config) -> None:
         "gradients": AccumulatedGradients(model),
         **backend.state_objects(),
     }
-    fit(config, outputs, trainer, train_loader, to_save, evaluator, eval_loader, handlers=[pictures.attach])
+    fit(config, this_run, trainer, train_loader, to_save, evaluator, eval_loader, handlers=[pictures.attach])
 
 
 if __name__ == "__main__":
-    cli(run)
+    cli(run, Config)

@@ -27,16 +27,16 @@ from torchvision.transforms.v2 import functional as F
 
 from config import Config
 from data import Statistics
-from machinery.files import read_image
-from machinery.settings import load_config
-from machinery.trained import class_names, inference_device, load_trained, newest_model
+from machinery.data.files import read_image
+from machinery.inference.trained import class_names, inference_device, load_trained, newest_model
+from machinery.settings import load_run_settings
 from models import backbone_weights, logits_of, setup_model, statistics
 from pictures import palette_mask
 
 
 def trained_model(checkpoint: Path) -> tuple[nn.Module, Config, list[str]]:
     """The model in ``checkpoint`` (in eval mode, on the CPU), the settings it was trained with, its class names."""
-    config, weights = load_trained(checkpoint)
+    config, weights = load_trained(checkpoint, Config)
     classes = class_names(checkpoint)
     model = setup_model(config.model, len(classes))
     model.load_state_dict(weights)
@@ -93,7 +93,7 @@ def main() -> None:
     parser.add_argument("--checkpoint", type=Path, help="a best model or training checkpoint (default: the newest)")
     parser.add_argument("--output", type=Path, default=Path("masks"), help="the folder the masks are written to")
     args = parser.parse_args()
-    checkpoint = args.checkpoint or newest_model(load_config("config.yaml").output_dir)
+    checkpoint = args.checkpoint or newest_model(load_run_settings("config.yaml").output_dir)
     pairs = images_in(args.inputs, args.output)
     predict(pairs, checkpoint)
     print(f"{len(pairs)} masks predicted by {checkpoint} in {args.output}")

@@ -53,6 +53,12 @@ TINY = {
     "eval_epoch_length": 2,
 {% endif %}
     "log_every_iters": 1,
+{% if flags.compiled %}
+    "compile": False,  # compiling would take longer than these runs train
+{% endif %}
+{% if flags.ema %}
+    "ema_momentum": 0.5,  # a few iterations' average: these runs are short
+{% endif %}
 {% if tiny_extras is defined %}
     {{ tiny_extras | trim }}
 {% endif %}
@@ -63,7 +69,7 @@ TINY = {
 def config(tmp_path: Path) -> Config:
     """config.yaml with synthetic data, two tiny epochs, one process and outputs under ``tmp_path``."""
     outputs = {"data_path": str(tmp_path / "data"), "output_dir": str(tmp_path / "runs"), "backend": None}
-    return load_config(PROJECT_DIR / "config.yaml", **TINY, **outputs)
+    return load_config(PROJECT_DIR / "config.yaml", Config, **TINY, **outputs)
 
 
 @pytest.fixture

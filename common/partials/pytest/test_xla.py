@@ -1,5 +1,5 @@
 {% import "flags.j2" as flags with context %}
-"""machinery/xla.py without a TPU: spawn, replica start-up, world size, shim{{ ", padded eval batches, eval metrics" if flags.eval_metric }}."""
+"""machinery/tpu/xla.py without a TPU: spawn, replica start-up, world size, shim{{ ", padded eval batches, eval metrics" if flags.eval_metric }}."""
 
 import json
 import logging
@@ -16,14 +16,13 @@ import torch
 import torch_xla
 {% endif %}
 import torch_xla.core.xla_model as xm
-import torch_xla.runtime as xr
-{% if flags.segmentation %}
-from ignite.metrics import ConfusionMatrix, IoU, mIoU
-from ignite.metrics.confusion_matrix import cmAccuracy
-{% elif flags.eval_metric %}
-from ignite.metrics import Accuracy, Loss
-{% endif %}
 {% if flags.eval_metric %}
+import torch_xla.debug.metrics as met
+{% endif %}
+import torch_xla.runtime as xr
+{% if flags.eval_metric %}
+from ignite.engine import Engine
+from torch import nn
 from torch.utils.data import DataLoader
 {% endif %}
 
@@ -31,11 +30,17 @@ from torch.utils.data import DataLoader
 import metrics
 {% endif %}
 {% if flags.segmentation %}
-from data import CLASSES, IGNORE_INDEX, NUM_CLASSES
+from data import IGNORE_INDEX, NUM_CLASSES
 {% endif %}
-from machinery import xla
 {% if flags.eval_metric %}
-from machinery.loaders import EvalShard
+from machinery.data.loaders import EvalShard
+{% endif %}
+from machinery.tpu import xla
+{% if flags.eval_metric %}
+from machinery.training.evaluation import evaluation_engine
+{% endif %}
+{% if flags.segmentation %}
+from models import SegmentationLoss
 {% endif %}
 
 TESTS_DIR = Path(__file__).resolve().parent
@@ -57,7 +62,7 @@ def test_launch_spawns_one_replica_per_device(tmp_path: Path) -> None:
     # In a fresh process: torch_xla.launch refuses to start where the XLA runtime is already in use (by other tests).
     # nproc_per_node=8 whatever the device count: PJRT takes nprocs=None (all devices) or 1, and 8 raises.
     launch = (
-        "import sys, types, test_xla; from machinery import xla; "
+        "import sys, types, test_xla; from machinery.tpu import xla; "
         "xla.launch(test_xla.record_replica, types.SimpleNamespace(nproc_per_node=8, records=sys.argv[1]))"
     )
     path = os.pathsep.join([str(TESTS_DIR), str(TESTS_DIR.parent), os.environ.get("PYTHONPATH", "")])
@@ -136,81 +141,57 @@ def test_compat_shim_adds_only_the_missing_torch_xla_names(monkeypatch: pytest.M
 def test_eval_batches_are_padded_to_one_shape_with_their_real_row_count() -> None:
     numbers = list(range(10))
     loader = xla.device_loader(DataLoader(numbers, batch_size=4, sampler=EvalShard(numbers)))
-    batches = [(batch.cpu().tolist(), real.item()) for batch, real in loader]
+    batches = [(batch.cpu().tolist(), real) for batch, real in loader]
     assert batches == [([0, 1, 2, 3], 4), ([4, 5, 6, 7], 4), ([8, 9, 8, 8], 2)], "the short last batch is padded"
+
+
+def test_the_metrics_on_the_device_score_padded_batches_as_on_the_cpu_from_the_real_rows(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """metrics.py's metrics through the evaluator on the XLA device (the batches padded to one shape, the metrics'
+    state read once) give what the same metrics give on the CPU from the real rows alone: a metric added to
+    eval_metrics is checked here too."""
+    device = torch_xla.device()
+    monkeypatch.setattr(idist, "device", lambda: device)
+    loss_fn, batches = eval_outputs(torch.Generator().manual_seed(0))
+    on_cpu = Engine(lambda engine, batch: batch)
+    for name, metric in metrics.eval_metrics(loss_fn).items():
+        metric.attach(on_cpu, name)
+    expected = on_cpu.run(batches).metrics
+    # The short last batch padded with copies of its first row, as xla.device_loader pads it: counted, they show.
+    padded = [
+        (tuple(torch.cat([t, t[:1].expand(4 - len(t), *t.shape[1:])]).to(device) for t in batch), len(batch[0]))
+        for batch in batches
+    ]
+    evaluator = evaluation_engine(lambda engine, batch: batch, nn.Identity(), metrics.eval_metrics(loss_fn))
+    torch_xla.sync()
+    reads = met.metric_data("TransferFromDeviceTime")
+    scores = evaluator.run(padded).metrics
+    read = met.metric_data("TransferFromDeviceTime")[0] - (reads[0] if reads else 0)
+    assert scores.keys() == expected.keys()
+    for name, value in expected.items():
+        assert scores[name] == pytest.approx(value, rel=1e-6), name
+    assert read == 1, f"the evaluation read the device {read} times"
 {% endif %}
 {% if flags.segmentation %}
 
 
-def test_confusion_matrix_counted_on_the_device_gives_ignites_scores_across_replicas(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    """The same predicted masks, scored by ignite's ConfusionMatrix metrics on the CPU and by
-    metrics.SegmentationMetrics on the XLA device, in 3 replicas of 3 batches each, the last one padded."""
-    device = torch_xla.device()
-    monkeypatch.setattr(metrics.idist, "device", lambda: device)
-    generator = torch.Generator().manual_seed(0)
-    matrix = ConfusionMatrix(NUM_CLASSES)
-    # Built before the matrix counts anything: building one of ignite's metrics on it resets it.
-    mean_iou, iou, accuracy = mIoU(matrix), IoU(matrix), cmAccuracy(matrix)
-    replicas = [metrics.SegmentationMetrics(CLASSES, IGNORE_INDEX) for _ in range(3)]
-    for replica in replicas:
-        for rows in (4, 4, 3):
-            logits = torch.randn(rows, NUM_CLASSES, 8, 8, generator=generator)
-            targets = torch.randint(0, NUM_CLASSES, (rows, 8, 8), generator=generator)
-            targets[:, :, :2] = IGNORE_INDEX  # VOC's borders: not scored
-            matrix.update((logits, targets.masked_fill(targets == IGNORE_INDEX, -1)))
-            # Padding rows the model gets right (their target is their prediction): counted, they would show.
-            padding = 4 - rows
-            logits = torch.cat([logits, logits[:1].expand(padding, -1, -1, -1)])
-            targets = torch.cat([targets, logits[:1].argmax(dim=1).expand(padding, -1, -1)])
-            real = torch.arange(4) < rows
-            replica.update((logits.to(device), targets.to(device), real.to(device)))
-
-    def all_reduce(counts: torch.Tensor) -> torch.Tensor:
-        """What all_reduce does across replicas: each one gets the sum of every replica's counts."""
-        assert counts is replicas[0].counts
-        return sum(replica.counts for replica in replicas)
-
-    monkeypatch.setattr(metrics.idist, "all_reduce", all_reduce)
-    scores = replicas[0].compute()
-    assert scores["mIoU"] == pytest.approx(mean_iou.compute().item(), rel=1e-12)
-    assert scores["pixel_accuracy"] == pytest.approx(accuracy.compute().item(), rel=1e-12)
-    per_class = [scores[f"IoU_{name}"] for name in CLASSES]
-    assert per_class == pytest.approx(iou.compute().tolist(), rel=1e-12)
-    assert 0.0 < scores["mIoU"] < 1.0, "random predictions score some IoU, not all"
-{% elif flags.eval_metric %}
+def eval_outputs(generator: torch.Generator) -> tuple[nn.Module, list[tuple[torch.Tensor, torch.Tensor]]]:
+    """The loss and 3 eval batches' logits and masks (the last one short), some pixels ignored."""
+    batches = []
+    for rows in (4, 4, 3):
+        targets = torch.randint(0, NUM_CLASSES, (rows, 8, 8), generator=generator)
+        targets[:, :, :2] = IGNORE_INDEX  # VOC's borders: not scored
+        batches.append((torch.randn(rows, NUM_CLASSES, 8, 8, generator=generator), targets))
+    return SegmentationLoss(0.5), batches
+{% elif flags.classifier %}
 
 
-def test_accuracy_and_loss_summed_on_the_device_equal_ignites_across_replicas(monkeypatch: pytest.MonkeyPatch) -> None:
-    """The same predictions, scored by ignite's Accuracy and Loss on the CPU and by metrics.ClassifierMetrics
-    on the XLA device, in 3 replicas of 3 batches each, the last one padded."""
-    device = torch_xla.device()
-    monkeypatch.setattr(metrics.idist, "device", lambda: device)
-    generator = torch.Generator().manual_seed(0)
-    loss_fn = torch.nn.CrossEntropyLoss()
-    accuracy, loss = Accuracy(), Loss(loss_fn)
-    replicas = [metrics.ClassifierMetrics(loss_fn) for _ in range(3)]
-    for replica in replicas:
-        for rows in (8, 8, 5):
-            logits = torch.randn(rows, 10, generator=generator)
-            targets = torch.randint(0, 10, (rows,), generator=generator)
-            accuracy.update((logits, targets))
-            loss.update((logits, targets))
-            # Padding rows the model gets right (their target is their argmax): counted, they would show.
-            padding = 8 - rows
-            logits = torch.cat([logits, logits[:1].expand(padding, -1)])
-            targets = torch.cat([targets, logits[:1].argmax(dim=1).expand(padding)])
-            real = torch.arange(8) < rows
-            replica.update((logits.to(device), targets.to(device), real.to(device)))
-
-    def all_reduce(sums: torch.Tensor) -> torch.Tensor:
-        """What all_reduce does across replicas: each one gets the sum of every replica's sums."""
-        assert sums is replicas[0].sums
-        return sum(replica.sums for replica in replicas)
-
-    monkeypatch.setattr(metrics.idist, "all_reduce", all_reduce)
-    scores = replicas[0].compute()
-    assert scores["accuracy"] == accuracy.compute(), "the counts must agree exactly"
-    assert scores["loss"] == pytest.approx(loss.compute(), rel=1e-6)
+def eval_outputs(generator: torch.Generator) -> tuple[nn.Module, list[tuple[torch.Tensor, torch.Tensor]]]:
+    """The loss and 3 eval batches' logits and labels (the last one short)."""
+    batches = [
+        (torch.randn(rows, 10, generator=generator), torch.randint(0, 10, (rows,), generator=generator))
+        for rows in (4, 4, 3)
+    ]
+    return nn.CrossEntropyLoss(), batches
 {% endif %}

@@ -11,7 +11,7 @@ import yaml
 
 import export
 from config import Config
-from machinery.onnx_export import TOLERANCE
+from machinery.inference.onnx_export import TOLERANCE
 from models import Generator
 
 

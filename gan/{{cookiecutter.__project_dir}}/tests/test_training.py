@@ -13,7 +13,7 @@ from torchvision.transforms.functional import pil_to_tensor
 import predict
 from config import Config
 from data import get_dataset
-from machinery.trained import inference_device
+from machinery.inference.trained import inference_device
 from main import run
 from models import Discriminator, Generator
 

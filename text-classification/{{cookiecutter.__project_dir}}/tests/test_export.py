@@ -11,8 +11,8 @@ from transformers import AutoTokenizer
 from config import Config
 from data import CLASSES, NUM_CLASSES, setup_tokenizer, synthetic_reviews
 from export import export
-from machinery.onnx_export import TOLERANCE
-from machinery.runs import write_classes
+from machinery.inference.onnx_export import TOLERANCE
+from machinery.runs.directory import write_classes
 from models import setup_model
 
 

@@ -12,8 +12,8 @@ from datasets import DatasetDict
 import data
 from config import Config
 from data import CLASSES, NUM_CLASSES, get_datasets, setup_tokenizer, synthetic_reviews
-from machinery.runs import write_classes
-from machinery.trained import inference_device, newest_model
+from machinery.inference.trained import inference_device, newest_model
+from machinery.runs.directory import write_classes
 from main import run
 from models import setup_model
 from predict import predict, texts_in

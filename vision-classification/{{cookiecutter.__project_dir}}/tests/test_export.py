@@ -9,8 +9,8 @@ import torch
 from config import Config
 from data import NUM_CLASSES
 from export import export
-from machinery.onnx_export import TOLERANCE
-from machinery.runs import write_classes
+from machinery.inference.onnx_export import TOLERANCE
+from machinery.runs.directory import write_classes
 from models import setup_model
 
 

@@ -10,8 +10,8 @@ from torchvision import transforms as T
 
 from config import Config
 from data import IMAGE_SIZE, NUM_CLASSES, SyntheticImages, get_datasets, image_transforms
-from machinery.runs import write_classes
-from machinery.trained import inference_device, newest_model
+from machinery.inference.trained import inference_device, newest_model
+from machinery.runs.directory import write_classes
 from main import run
 from models import setup_model
 from predict import predict

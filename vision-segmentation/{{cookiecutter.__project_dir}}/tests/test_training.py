@@ -12,8 +12,8 @@ from torchvision.transforms.v2 import functional as F
 
 from config import Config
 from data import CLASSES, IGNORE_INDEX, MEAN, NUM_CLASSES, STD, SyntheticScenes, get_datasets, joint_transforms
-from machinery.runs import write_classes
-from machinery.trained import inference_device, newest_model
+from machinery.inference.trained import inference_device, newest_model
+from machinery.runs.directory import write_classes
 from main import run
 from models import SegmentationLoss, logits_of, setup_model
 from pictures import GAP, PALETTE

@@ -1,0 +1,125 @@
+{% import "flags.j2" as flags with context %}
+"""The data loaders: sharded across processes, with workers that leave stop signals to the training process
+and end with it."""
+
+import multiprocessing
+import multiprocessing.util
+import signal
+{% if not flags.xla %}
+import sys
+{% endif %}
+{% if flags.eval_metric %}
+from collections.abc import Iterator
+{% endif %}
+{% if flags.xla %}
+from typing import Any
+{% endif %}
+
+import ignite.distributed as idist
+from torch.utils.data import DataLoader, Dataset{{ ", DistributedSampler" if flags.eval_metric }}
+
+from machinery.runs.preemption import STOP_SIGNALS
+
+{% if flags.xla %}
+# Whether the loaders fork their workers: not a process that runs torch_xla's runtime (its threads do not survive a
+# fork), whose workers start as Python's default has it.
+{% else %}
+# Whether the loaders fork their workers: on Linux (macOS spawns by default: some of its system libraries do not
+# survive a fork).
+{% endif %}
+FORK_WORKERS = {{ "False" if flags.xla else 'sys.platform == "linux"' }}
+
+
+def train_loader(dataset: Dataset, batch_size: int, num_workers: int) -> DataLoader:
+    """Shuffled batches of ``batch_size``, global: ignite divides it by the number of processes.
+
+    Full batches only (drop_last): every step has the same shapes, which XLA needs to compile the step once.
+    """
+    loader = idist.auto_dataloader(
+        dataset,
+        batch_size=batch_size,
+        num_workers=num_workers,
+        worker_init_fn=ignore_stop_signals,
+        shuffle=True,
+        drop_last=True,
+        **worker_start(num_workers),
+    )
+    return {{ "with_dataset(loader, dataset)" if flags.xla else "loader" }}
+{% if flags.eval_metric %}
+
+
+class EvalShard(DistributedSampler):
+    """This process's share of the eval set: every ``world_size``-th sample from its rank on, in order.
+
+    torch's DistributedSampler gives every process as many samples by repeating some (7 of VOC's 1449
+    images on 8 TPU replicas), which the metrics' sums, added up across processes, would count twice.
+    Here each sample is scored once; the shares differ by one sample at most.
+    """
+
+    def __init__(self, dataset: Dataset) -> None:
+        super().__init__(dataset, num_replicas=idist.get_world_size(), rank=idist.get_rank(), shuffle=False)
+        self.num_samples = len(range(self.rank, len(dataset), self.num_replicas))
+        self.total_size = len(dataset)
+        if self.num_samples == 0:
+            raise ValueError(f"The eval set has {len(dataset)} samples, fewer than the {self.num_replicas} processes")
+
+    def __iter__(self) -> Iterator[int]:
+        return iter(range(self.rank, self.total_size, self.num_replicas))
+
+
+def eval_loader(dataset: Dataset, batch_size: int, num_workers: int) -> DataLoader:
+    """Batches of ``batch_size`` (global), in order; every sample is scored once, the last batch may be short."""
+    loader = idist.auto_dataloader(
+        dataset,
+        batch_size=batch_size,
+        num_workers=num_workers,
+        worker_init_fn=ignore_stop_signals,
+        sampler=EvalShard(dataset),
+        **worker_start(num_workers),
+    )
+    return {{ "with_dataset(loader, dataset)" if flags.xla else "loader" }}
+{% endif %}
+
+
+def worker_start(num_workers: int) -> dict[str, str]:
+    """How the loader's workers start: forked where ``FORK_WORKERS``, as the processes torchrun starts fork theirs.
+
+    The processes of the spawn launcher would spawn them (Python's start method passes on to them): each worker
+    imports torch anew, seconds at every pass over the data and every evaluation.
+    """
+    if num_workers > 0 and FORK_WORKERS:
+        return {"multiprocessing_context": "fork"}
+    return {}
+{% if flags.xla %}
+
+
+def with_dataset(loader: Any, dataset: Dataset) -> Any:
+    """The loader, with its ``dataset`` also where ignite wrapped it in a TPU device loader (several replicas)."""
+    if not hasattr(loader, "dataset"):
+        loader.dataset = dataset
+    return loader
+{% endif %}
+
+
+def ignore_stop_signals(_worker_id: int) -> None:
+    """A DataLoader worker's init function: the training process decides when to stop.
+
+    Slurm and a shutting-down machine signal every process: a worker killed by it would fail training at once.
+    """
+    for signum in STOP_SIGNALS:
+        signal.signal(signum, signal.SIG_IGN)
+
+
+def end_workers() -> None:
+    """Kill this process's DataLoader workers (its daemon children) as it exits.
+
+    Python ends daemon children at exit with SIGTERM, which the workers ignore, then waits for them: a run
+    that fails while its workers live (an unreadable image, say) would never end.
+    """
+    for child in multiprocessing.active_children():
+        if child.daemon:
+            child.kill()
+
+
+# Among multiprocessing's exit finalizers, which run before it signals its children and waits for them.
+multiprocessing.util.Finalize(None, end_workers, exitpriority=100)

@@ -1,0 +1,71 @@
+{% import "flags.j2" as flags with context %}
+"""A trained model for predict.py: the newest run's, or a named checkpoint, with the settings it was trained
+with{{ " and its class names (both kept in its run directory)" if flags.eval_metric else " (kept in its run directory)" }}{{ "; the predictions written as CSV" if flags.classifier }}."""
+
+{% if flags.classifier %}
+import csv
+{% endif %}
+{% if flags.eval_metric %}
+import json
+{% endif %}
+{% if flags.classifier %}
+from collections.abc import Iterable
+{% endif %}
+from pathlib import Path
+
+import torch
+
+{% if flags.eval_metric %}
+from machinery.runs.directory import CLASSES_FILE
+{% endif %}
+from machinery.runs.files import read_checkpoint
+from machinery.settings import Settings, load_config
+
+
+def newest_model(output_dir: str) -> Path:
+    """The newest run's best model (by its score), else its newest training checkpoint."""
+    for lock in sorted(Path(output_dir).glob("*/config-lock.yaml"), reverse=True):  # newest run first
+        best = sorted(lock.parent.glob("best_model_*=*.pt"), key=lambda path: float(path.stem.rsplit("=", 1)[1]))
+        saved = sorted(lock.parent.glob("*_checkpoint_*.pt"), key=lambda path: path.stat().st_mtime)
+        if best or saved:
+            return (best or saved)[-1]
+    raise SystemExit(f"No trained model under {output_dir}: train first, or give --checkpoint PATH")
+
+
+def load_trained(
+    checkpoint: Path, config_class: type[Settings], network: str = "model"
+) -> tuple[Settings, dict[str, torch.Tensor]]:
+    """The config of the run ``checkpoint`` belongs to (a ``config_class``), and the weights of its ``network`` (a
+    best model holds them alone; a training checkpoint, among the rest of the training's state: their average
+    where the run kept one)."""
+    lock = checkpoint.parent / "config-lock.yaml"
+    if not lock.is_file():
+        raise SystemExit(f"{checkpoint} must be in its run directory, beside {lock.name}")
+    saved = read_checkpoint(checkpoint)
+    # A training checkpoint of a run that averaged the weights (ema): the average, as its best models hold.
+    return load_config(lock, config_class), saved.get(f"ema_{network}", saved.get(network, saved))
+{% if flags.eval_metric %}
+
+
+def class_names(checkpoint: Path) -> list[str]:
+    """The class names of the run ``checkpoint`` belongs to, in the order of the model's outputs."""
+    path = checkpoint.parent / CLASSES_FILE
+    if not path.is_file():
+        raise SystemExit(f"{checkpoint} must be in its run directory, beside {CLASSES_FILE}")
+    return json.loads(path.read_text())
+{% endif %}
+
+
+def inference_device() -> torch.device:
+    """The GPU if there is one, else the CPU (a model trained on a TPU too: its weights are plain tensors)."""
+    return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+{% if flags.classifier %}
+
+
+def write_predictions(rows: Iterable[tuple[str, str, float]], output: Path) -> None:
+    """Write ``input,label,score`` rows (the input, its class name, the model's probability) to a CSV file."""
+    with open(output, "w", newline="") as f:
+        writer = csv.writer(f)
+        writer.writerow(["input", "label", "score"])
+        writer.writerows((given, label, f"{score:.6f}") for given, label, score in rows)
+{% endif %}

@@ -1,0 +1,166 @@
+{% import "flags.j2" as flags with context %}
+"""The run directory: a new one, or the interrupted run's, which the same command continues (preemption.py).
+
+A run is the same when its ``config-lock.yaml`` matches the config, except for the keys in ``MAY_CHANGE``.
+A run that finished is not trained again; one that stopped continues from its newest complete checkpoint.
+A command holds its run directory while it trains (run_files.hold): the same command run again meanwhile
+stops at once.
+"""
+
+import errno
+import json
+import time
+from collections.abc import Callable{{ ", Sequence" if flags.eval_metric }}
+from datetime import datetime
+from pathlib import Path
+from traceback import format_exception
+from typing import Any
+
+import ignite.distributed as idist
+import yaml
+
+from machinery.runs.files import Unusable, hold, {{ "newest_intact, " if cookiecutter.save_training }}read_yaml, release_run_dir, write_whole
+from machinery.settings import RunSettings, as_dict
+
+# Config keys that may differ between a run and the command that continues it: none changes what the
+# iterations already trained would have been. A larger max_epochs trains a finished run longer.
+MAY_CHANGE = ("max_epochs", "log_every_iters", "save_every_iters", "n_saved", "limit_sec", "num_workers")
+# How the run ended: stopped (to continue), finished (preemption.setup_clean_stop), failed or aborted (record_failure).
+STATUS_FILE = "status.yaml"
+{% if flags.eval_metric %}
+# The class names, in the order of the model's outputs, beside the run's models (write_classes).
+CLASSES_FILE = "classes.json"
+{% endif %}
+
+
+class _Current:
+    """This process's run directory once ``setup_run_dir`` found it, and since when (``record_failure``)."""
+
+    path: Path | None = None
+    since = 0.0
+
+
+def setup_run_dir(config: RunSettings) -> tuple[Path, Path | None, str, list[str]]:
+    """The run directory of the last run of this config if it can continue, else a new one (rank 0 decides): the
+    directory, the checkpoint it continues from (None for a new run), why it has finished if it has (then there is
+    nothing to train), and what was found unreadable on the way, for the log."""
+    found = ""
+    if idist.get_rank() == 0:
+        release_run_dir()  # a previous run's, in this process (a notebook, a test)
+        notes: list[str] = []
+        try:
+            found = json.dumps([*(_find_run(config, notes) or _new_run(config)), notes])
+        except Unusable as error:
+            found = json.dumps({"unusable": str(error)})
+    # Every process needs the same answer.
+    answer = json.loads(idist.broadcast(found, src=0))
+    if "unusable" in answer:
+        raise SystemExit(answer["unusable"])  # the message alone: no traceback
+    path, checkpoint, finished, notes = answer
+    _Current.path, _Current.since = Path(path), time.time()
+    return Path(path), checkpoint and Path(checkpoint), finished, notes
+
+
+def _find_run(config: RunSettings, notes: list[str]) -> tuple[str, str | None, str] | None:
+    """The newest run under ``output_dir`` with this config, except for the keys in MAY_CHANGE."""
+    current = {key: value for key, value in as_dict(config).items() if key not in MAY_CHANGE}
+    for lock in sorted(Path(config.output_dir).glob("*/config-lock.yaml"), reverse=True):  # newest first
+        locked = read_yaml(lock, notes)
+        if locked is None or {key: value for key, value in locked.items() if key not in MAY_CHANGE} != current:
+            continue
+        status = read_yaml(lock.parent / STATUS_FILE, notes) if (lock.parent / STATUS_FILE).exists() else {}
+        if status is not None:
+            break
+    else:
+        return None
+    run_dir = lock.parent
+    hold(run_dir)  # before anything is read or written: a command training there keeps it
+    longer = status.get("reason") == "max_epochs" and config.max_epochs > status["epoch"]
+    if status.get("status") == "finished" and not longer:
+        return str(run_dir), None, f"{status['reason']} at epoch {status['epoch']}, iteration {status['iteration']}"
+{% if cookiecutter.save_training %}
+    checkpoint = newest_intact(run_dir, config.filename_prefix, notes)
+    if checkpoint is None:  # stopped before its first checkpoint: nothing to continue from
+        release_run_dir()
+        return None
+    _lock_config(run_dir, config)  # with the keys that changed
+    return str(run_dir), str(checkpoint), ""
+{% else %}
+    release_run_dir()
+    return None  # without training checkpoints (save_training is off), nothing to continue from
+{% endif %}
+
+
+def _new_run(config: RunSettings) -> tuple[str, None, str]:
+    """Create a fresh run directory under ``output_dir``, hold it and save the config there."""
+    stamp = datetime.now().strftime("%Y%m%d-%H%M%S")
+    path = Path(config.output_dir) / f"{stamp}-{config.backend or 'single'}"
+    suffix = 1
+    while path.exists():  # two runs started in the same second
+        suffix += 1
+        path = Path(config.output_dir) / f"{stamp}-{config.backend or 'single'}-{suffix}"
+    path.mkdir(parents=True)
+    hold(path)  # before config-lock.yaml, by which another command would find it
+    _lock_config(path, config)
+    return path.as_posix(), None, ""
+
+
+{% if flags.eval_metric %}
+def write_classes(run_dir: Path, classes: Sequence[str]) -> None:
+    """Keep the class names beside the run's models (rank 0): predictions and exports name classes with them."""
+    if idist.get_rank() == 0:
+        (run_dir / CLASSES_FILE).write_text(json.dumps(list(classes), indent=1) + "\n")
+
+
+{% endif %}
+def write_status(run_dir: Path, **outcome: Any) -> None:
+    """Record how the run ended in its ``status.yaml``: ``status`` and ``reason`` first."""
+    write_whole(run_dir / STATUS_FILE, yaml.safe_dump(outcome, sort_keys=False))
+
+
+def run_recorded(local_rank: int, run: Callable[[int, RunSettings], None], config: RunSettings) -> None:
+    """``run(local_rank, config)``; an error that ends it is recorded in the run directory, then raised again.
+
+    {{ "Fixed (the data, say), the same command continues the run from its newest checkpoint." if cookiecutter.save_training else "With no training checkpoints (save_training is off), the same command starts a new run." }}
+    """
+    _Current.path = None  # a previous run's, in this process (a notebook, a test)
+    try:
+        run(local_rank, config)
+    except (Exception, KeyboardInterrupt) as error:
+        if _Current.path is not None:  # else it failed before it had a run directory
+            record_failure(_Current.path, error)
+        raise
+    finally:
+        release_run_dir()
+
+
+def record_failure(run_dir: Path, error: BaseException) -> None:
+    """Log the error in ``training.log`` with its traceback, and record it in ``status.yaml``: failed,
+    aborted (a second stop signal), or stopped (a full disk). Each process that fails logs its error;
+    status.yaml keeps this command's first, a full disk's stop included (the others' often follow from it: a peer
+    gone from a collective)."""
+    message = str(error).strip()
+    # A DataLoader worker's error holds the worker's traceback, whose last line is the error itself.
+    worker = "Original Traceback" in message
+    reason = message.splitlines()[-1] if worker else f"{type(error).__name__}: {message}".splitlines()[0]
+    status = "aborted" if isinstance(error, KeyboardInterrupt) else "failed"
+    if isinstance(error, OSError) and error.errno == errno.ENOSPC:
+        status = "stopped"  # a full disk: with space freed, the same command continues
+    process = f" in process {idist.get_rank()}" if idist.get_world_size() > 1 else ""
+    stamp = datetime.now().strftime("%Y-%m-%d %H:%M:%S")
+    with open(run_dir / "training.log", "a") as log:  # not the console: Python prints the traceback there
+        log.write(f"{stamp} train ERROR: The run {status}{process}: {reason}\n{''.join(format_exception(error))}")
+    path = run_dir / STATUS_FILE
+    earlier = read_yaml(path, []) if path.is_file() and path.stat().st_mtime >= _Current.since else None
+    if not _is_failure(earlier or {}):
+        write_status(run_dir, status=status, reason=reason)
+
+
+def _is_failure(status: dict[str, Any]) -> bool:
+    """Whether ``status`` (status.yaml's content) records a failure, a full disk's stop included."""
+    disk_full = status.get("status") == "stopped" and f"[Errno {errno.ENOSPC}]" in str(status.get("reason"))
+    return status.get("status") in ("failed", "aborted") or disk_full
+
+
+def _lock_config(run_dir: Path, config: RunSettings) -> None:
+    write_whole(run_dir / "config-lock.yaml", yaml.safe_dump(as_dict(config), sort_keys=False))

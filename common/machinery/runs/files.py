@@ -1,0 +1,192 @@
+{% import "flags.j2" as flags with context %}
+"""The files of a run directory: the hold of the command that trains there, files written whole and read with
+care, and the training checkpoints, by name and intact (runs.py decides which directory a command trains in).
+"""
+
+{% if flags.save_checkpoints %}
+import errno
+{% endif %}
+import os
+{% if flags.save_checkpoints %}
+import re
+import shutil
+{% endif %}
+import tempfile
+{% if cookiecutter.save_training %}
+import zipfile
+{% endif %}
+from pathlib import Path
+from typing import IO, Any
+
+{% if cookiecutter.deterministic %}
+import numpy as np
+{% endif %}
+import torch
+import yaml
+{% if cookiecutter.save_training %}
+from ignite.handlers import Checkpoint
+{% endif %}
+
+if os.name == "posix":
+    import fcntl
+else:  # Windows: no hold (two commands of one config there must not run at once)
+    fcntl = None
+
+# Locked while a command trains in the run directory (flock: the lock goes with the process), holding its PID.
+RUN_HOLD = "run.lock"
+
+
+class Unusable(Exception):
+    """The run this command would continue cannot be continued: the message says why, and what to do."""
+
+
+class _Hold:
+    """This process's hold on its run directory (rank 0's open ``RUN_HOLD``), if any."""
+
+    file: IO[str] | None = None
+
+
+def release_run_dir() -> None:
+    """End this process's hold on its run directory (it ends with the process anyway)."""
+    if _Hold.file is not None:
+        _Hold.file.close()
+        _Hold.file = None
+
+
+def hold(run_dir: Path) -> None:
+    """Hold ``run_dir`` for this process, or raise Unusable naming the process that holds it. The hold ends
+    with the process, however it ends (kill -9 included), or with release_run_dir."""
+    if fcntl is None:
+        return
+    file = open(run_dir / RUN_HOLD, "a+")  # noqa: SIM115  (open while this process trains: release_run_dir)
+    try:
+        fcntl.flock(file, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:
+        file.seek(0)
+        holder = file.read().strip() or "unknown"
+        file.close()
+        raise Unusable(
+            f"Another process (PID {holder}) is training in {run_dir}, the run this command would continue: "
+            "wait for it to end, or stop it. Nothing was changed."
+        ) from None
+    file.truncate(0)
+    file.write(f"{os.getpid()}\n")
+    file.flush()
+    _Hold.file = file
+
+
+def read_yaml(path: Path, notes: list[str]) -> dict | None:
+    """The mapping in the YAML file ``path``, or None, noted, if it is unreadable (empty, cut short, not YAML)."""
+    try:
+        content = yaml.safe_load(path.read_text())
+    except (OSError, UnicodeDecodeError, yaml.YAMLError) as error:
+        why = type(error).__name__
+    else:
+        if isinstance(content, dict):
+            return content
+        why = "empty" if content is None else "not a YAML mapping"
+    notes.append(f"Skipped {path.parent}: its {path.name} cannot be read ({why})")
+    return None
+
+
+def write_whole(path: Path, text: str) -> None:
+    """Write ``path`` as the checkpoints are: to a temporary file, renamed once complete. A process killed
+    meanwhile, or a full disk, leaves the previous file whole, never half of the new one."""
+    with tempfile.NamedTemporaryFile("w", dir=path.parent, prefix=f".{path.name}.", delete=False) as temporary:
+        try:
+            temporary.write(text)
+            temporary.flush()
+        except BaseException:
+            temporary.close()
+            os.remove(temporary.name)
+            raise
+    os.replace(temporary.name, path)
+{% if cookiecutter.save_training %}
+
+
+def checkpoint_name(filename_prefix: str, iteration: int | str) -> str:
+    """The file name of the training checkpoint of ``iteration`` (ignite's Checkpoint names it so; "*": the
+    pattern of them all)."""
+    return f"{filename_prefix}_checkpoint_{iteration}.pt"
+
+
+def saved_at(save_training: Checkpoint, iteration: int) -> bool:
+    """Whether the newest training checkpoint ``save_training`` wrote holds ``iteration``."""
+    return Path(str(save_training.last_checkpoint)).name == checkpoint_name(save_training.filename_prefix, iteration)
+
+
+def saved_training_checkpoints(run_dir: Path, filename_prefix: str) -> list[tuple[int, Path]]:
+    """The complete training checkpoints in ``run_dir``, as (iteration, path), oldest first.
+
+    DiskSaver writes each to a temporary file that it renames when complete: a file of this name that
+    is not a whole zip archive (as torch.save writes) was not written by it, and is left out.
+    """
+    prefix, suffix = checkpoint_name(filename_prefix, "*").split("*")
+    paths = Path(run_dir).glob(f"{prefix}*{suffix}")
+    names = {path: path.name.removeprefix(prefix).removesuffix(suffix) for path in paths}
+    saved = [(int(iteration), path) for path, iteration in names.items() if iteration.isdigit()]
+    return sorted((iteration, path) for iteration, path in saved if zipfile.is_zipfile(path))
+
+
+def newest_intact(run_dir: Path, filename_prefix: str, notes: list[str]) -> Path | None:
+    """The newest training checkpoint whose contents are intact; one that is not (a whole file, but with
+    bytes changed since it was written) is renamed ``*.corrupt`` and noted. None when none was saved."""
+    saved = saved_training_checkpoints(run_dir, filename_prefix)
+    for _, path in reversed(saved):
+        with zipfile.ZipFile(path) as archive:
+            damaged = archive.testzip()  # each part against the checksum written with it
+        if damaged is None:
+            return path
+        path.rename(path.with_name(path.name + ".corrupt"))
+        notes.append(f"{path.name} does not load ({damaged} is damaged): renamed {path.name}.corrupt")
+    if saved:
+        raise Unusable(
+            f"None of the training checkpoints in {run_dir} loads (renamed *.corrupt): to train anew, move the "
+            "run directory away."
+        )
+    return None
+{% endif %}
+{% if flags.save_checkpoints %}
+
+
+class _ByteCount:
+    """A file that only counts what is written to it."""
+
+    size = 0
+
+    def write(self, data: bytes) -> int:
+        self.size += len(data)
+        return len(data)
+
+    def flush(self) -> None:
+        pass
+
+
+def raise_if_disk_full(checkpoint: Any, path: Path, error: Exception) -> None:
+    """After writing ``path`` failed (torch.save says only "unexpected pos"): if its disk lacks the space, raise
+    an OSError (ENOSPC) naming the file and the space (record_failure then records the run as stopped)."""
+    for leftover in path.parent.glob("tmp*"):  # DiskSaver's temporary file, if closing it failed too
+        if re.fullmatch(r"tmp[a-z0-9_]{8}", leftover.name):
+            leftover.unlink()
+    needed, free = _ByteCount(), shutil.disk_usage(path.parent).free
+    torch.save(checkpoint, needed)
+    if needed.size > free:
+        raise OSError(
+            errno.ENOSPC,
+            f"No space left on device for {path.name} in {path.parent}: it takes {needed.size / 2**20:.1f} MiB, "
+            f"{free / 2**20:.1f} MiB are free. The checkpoints saved before it are kept: free some space and run "
+            "the same command to continue",
+        ) from error
+{% endif %}
+
+
+def read_checkpoint(path: Path) -> dict[str, Any]:
+    """What a checkpoint file holds, loaded with ``weights_only``: tensors and plain Python values only, so that a
+    checkpoint from someone else holds no code that loading it would run."""
+{% if cookiecutter.deterministic %}
+    # DeterministicEngine saves NumPy's random state with the trainer: allow exactly the types of its
+    # array (the function NumPy unpickles an array with, the array, its dtype and dtype class).
+    numpy_key = np.random.get_state()[1]
+    torch.serialization.add_safe_globals([numpy_key.__reduce__()[0], np.ndarray, np.dtype, type(numpy_key.dtype)])
+{% endif %}
+    return torch.load(path, map_location="cpu", weights_only=True)

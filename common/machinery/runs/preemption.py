@@ -1,0 +1,191 @@
+{% import "flags.j2" as flags with context %}
+"""Runs that survive preemption: a clean stop on SIGTERM or Ctrl-C, and the same command continues the run.
+
+Spot and preemptible machines, Slurm and Kubernetes send SIGTERM some 30 s before they kill; Ctrl-C sends
+SIGINT. On the first, every process finishes its iteration, all stop at the same one, rank 0 saves a
+training checkpoint, and the command exits with status 128 + the signal's number. The same command run
+again finds that run (its ``config-lock.yaml`` matches) and continues it, from its newest complete checkpoint.
+"""
+
+{% if not flags.xla %}
+import atexit
+{% endif %}
+import multiprocessing
+import os
+import signal
+{% if not flags.xla %}
+import sys
+{% endif %}
+import threading
+import time
+{% if flags.xla %}
+from collections.abc import Callable
+{% endif %}
+from pathlib import Path
+from typing import Any{{ ", NoReturn" if not flags.xla }}
+
+import ignite.distributed as idist
+from ignite.engine import Engine, Events
+{% if cookiecutter.save_training %}
+from ignite.handlers import Checkpoint
+{% endif %}
+
+from machinery.runs.directory import write_status
+{% if cookiecutter.save_training %}
+from machinery.runs.files import saved_at
+{% endif %}
+from machinery.settings import RunSettings
+
+
+class StopRequest:
+    """Why this process should stop training, once it should: a stop signal{{ " or the time limit" if cookiecutter.limit_sec | int > 0 }}."""
+
+    signum: int | None = None
+    reason: str | None = None
+    at = 0.0
+{% if cookiecutter.limit_sec | int > 0 %}
+    limit_sec = 0.0
+    deadline = float("inf")  # limit_sec from the start of training (setup_clean_stop)
+{% endif %}
+{% if flags.xla %}
+    stop_file: Path | None = None  # a TPU replica's: written by its launcher when asked to stop (replicas.py)
+    pass_on: Callable[[int], None] | None = None  # a TPU launcher's: passes a stop on to its replicas
+{% endif %}
+    handled_in = 0  # the process whose stop signals catch_stop_signals handles (a forked child's are its own)
+    # With several processes: whether any of them was asked to stop, as of the last loss reading, where they
+    # agree on it (handlers.read_losses).
+    agreed = False
+
+
+STOP = StopRequest()
+STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT)
+
+
+def catch_stop_signals() -> None:
+    """Turn the first SIGTERM or SIGINT into a stop request; one more, a second or more later, aborts at once.
+
+    Signals within a second of the first are the same request: a terminal, a launcher (torchrun, or the
+    process that spawned this one) and a job scheduler may each deliver it.
+    """
+    if threading.current_thread() is not threading.main_thread():
+        return  # a TPU replica's training thread, where Python cannot handle signals: replicas.py
+    if STOP.handled_in == os.getpid():
+        return  # installed already: by launch, before start_run in the same process
+    STOP.handled_in = os.getpid()
+
+    def request_stop(signum: int, _frame: Any) -> None:
+        if STOP.signum is not None and time.monotonic() - STOP.at > 1.0:
+            for child in multiprocessing.active_children():
+                child.kill()
+            raise KeyboardInterrupt(f"a second stop signal ({signal.Signals(signum).name}): aborted")
+        if STOP.signum is None:
+            STOP.signum, STOP.reason, STOP.at = signum, signal.Signals(signum).name, time.monotonic()
+{% if flags.xla %}
+            if STOP.pass_on is not None:  # a TPU launcher's replicas (replicas.launch_replicas)
+                STOP.pass_on(signum)
+{% endif %}
+            # The training processes this one started (spawn) stop too. DataLoader workers, also children,
+            # ignore it (loaders.ignore_stop_signals).
+            for child in multiprocessing.active_children():
+                os.kill(child.pid, signal.SIGTERM)
+
+    for signum in STOP_SIGNALS:
+        signal.signal(signum, request_stop)
+
+
+def asked_to_stop() -> bool:
+    """Whether this process was asked to stop: a stop signal{{ ", the time limit" if cookiecutter.limit_sec | int > 0 }}{{ ", or its launcher's stop file" if flags.xla }}."""
+{% if cookiecutter.limit_sec | int > 0 %}
+    if STOP.reason is None and time.monotonic() > STOP.deadline:
+        STOP.reason = f"the time limit (limit_sec: {STOP.limit_sec})"
+{% endif %}
+{% if flags.xla %}
+    if STOP.reason is None and STOP.stop_file is not None and STOP.stop_file.is_file():
+        STOP.reason = STOP.stop_file.read_text()
+{% endif %}
+    return STOP.reason is not None
+
+
+def exit_status() -> int:
+    """The status a process exits with after training: 128 + the stop signal's number (130 for Ctrl-C), or 0."""
+    return 0 if STOP.signum is None else 128 + STOP.signum
+{% if flags.xla %}
+
+
+def exit_if_stopped() -> None:
+    """After the replicas' training: exit with status 128 + the signal's number if a signal stopped it."""
+    if STOP.signum is not None:
+        raise SystemExit(exit_status())
+{% else %}
+
+
+def end_process(status: int) -> NoReturn:
+    """End a training process with ``status`` once its exit handlers have run (the log file, the tracker).
+
+    Not through the interpreter's shutdown: gloo's worker threads outlive ``destroy_process_group`` here
+    (torch 2.9), and one still finishing a collective when the interpreter shuts down aborts the process
+    after training that succeeded ("terminate called without an active exception", SIGABRT).
+    """
+    atexit._run_exitfuncs()  # what the interpreter's shutdown would run first
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(status)
+{% endif %}
+
+
+def setup_clean_stop(
+    trainer: Engine,
+    config: RunSettings,
+    run_dir: Path,
+{% if cookiecutter.save_training %}
+    save_training: Checkpoint,
+{% endif %}
+) -> None:
+    """Stop all processes at the same iteration once one is asked to, save a checkpoint, record how the run ended.
+
+    With one process the check is free and follows every iteration and each epoch's end. With several, they
+    agree where they read the losses anyway, every ``log_every_iters`` iterations: each one's vote travels
+    in the same collective and the same device read as the losses (handlers.read_losses).
+    """
+    world_size = idist.get_world_size()
+{% if cookiecutter.limit_sec | int > 0 %}
+    # Each command trains for limit_sec at most, and the same command continues.
+    STOP.limit_sec, STOP.deadline = config.limit_sec, time.monotonic() + config.limit_sec
+{% endif %}
+    trainer.state.stop_reason = None
+    checks = Events.ITERATION_COMPLETED | Events.EPOCH_COMPLETED
+    if world_size > 1:
+        checks = Events.ITERATION_COMPLETED(every=config.log_every_iters)
+
+    @trainer.on(checks)
+    def stop_if_asked(engine: Engine) -> None:
+        # Several processes act on the agreement of the loss reading: all of them at the same iteration.
+        asked = asked_to_stop() if world_size == 1 else STOP.agreed
+        if asked and engine.state.stop_reason is None:
+            engine.state.stop_reason = STOP.reason or "another process's stop request"
+            engine.logger.info("Stopping after iteration %d: %s", engine.state.iteration, engine.state.stop_reason)
+            engine.terminate()
+
+    @trainer.on(Events.COMPLETED)
+    def record_outcome(engine: Engine) -> None:
+        state = engine.state
+        if state.stop_reason is not None:
+            status, reason = "stopped", state.stop_reason
+        elif state.epoch == state.max_epochs and state.iteration % state.epoch_length == 0:
+            status, reason = "finished", "max_epochs"
+        else:
+            status, reason = "finished", "a handler ended it (early stopping, a NaN loss)"
+{% if cookiecutter.save_training %}
+        # A stopped run saves where it stopped, unless it saved there already (every process keeps the list
+        # of files saved, and every process takes part in saving).
+        if status == "stopped" and not saved_at(save_training, state.iteration):
+            save_training(engine)
+        engine.logger.info("Last training checkpoint: %s", save_training.last_checkpoint)
+        if status == "stopped":
+            engine.logger.info("Stopped. Run the same command to continue from there.")
+{% else %}
+        if status == "stopped":
+            engine.logger.info("Stopped. save_training is off: the same command starts a new run.")
+{% endif %}
+        if idist.get_rank() == 0:
+            write_status(run_dir, status=status, reason=reason, epoch=state.epoch, iteration=state.iteration)

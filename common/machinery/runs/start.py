@@ -1,0 +1,91 @@
+{% import "flags.j2" as flags with context %}
+"""A run's start in each process: the seed, the run directory (a new one, or the stopped run's), and the log."""
+
+import logging
+import sys
+from pathlib import Path
+from typing import NamedTuple
+
+import ignite.distributed as idist
+{% if cookiecutter.deterministic and not flags.xla %}
+import torch
+{% endif %}
+from ignite.utils import manual_seed, setup_logger
+from tqdm import tqdm
+
+from machinery.runs.directory import setup_run_dir
+from machinery.runs.preemption import catch_stop_signals
+from machinery.settings import RunSettings
+{% if flags.xla %}
+from machinery.tpu.replicas import replicas_started
+from machinery.tpu.xla import check_replicas
+{% endif %}
+
+
+class Run(NamedTuple):
+    """This process's run: where it writes (config, checkpoints, ...), the logger of its ``training.log``, and the
+    checkpoint it continues from when it continues a stopped run (preemption.py)."""
+
+    run_dir: Path
+    logger: logging.Logger
+    checkpoint: Path | None
+
+
+def start_run(config: RunSettings) -> Run:
+    """Seed this process, open the run directory (a new one, or the interrupted run's) and the log."""
+    catch_stop_signals()
+    manual_seed(config.seed + idist.get_rank())
+{% if cookiecutter.deterministic and not flags.xla %}
+    # Reproducible cuDNN kernels; the trainer reseeds the rest (data order, noise).
+    torch.backends.cudnn.deterministic = True
+    torch.backends.cudnn.benchmark = False
+{% endif %}
+    run_dir, checkpoint, finished, notes = setup_run_dir(config)
+    logger = setup_logging(run_dir)
+    for note in notes:  # unreadable files met on the way (directory.py)
+        logger.warning(note)
+    if finished:
+        logger.info("The run in %s finished (%s): nothing to train.", run_dir, finished)
+        logger.info("To train it longer, raise max_epochs; to train anew, set another output_dir.")
+        raise SystemExit(0)
+    if checkpoint:
+        logger.info("Continuing the run in %s from %s", run_dir, checkpoint)
+    else:
+        logger.info("Run directory: %s", run_dir)
+    logger.info("World size: %d, backend: %s, device: %s", idist.get_world_size(), idist.backend(), idist.device())
+{% if flags.xla %}
+    check_replicas(config, logger)
+    replicas_started()  # they all reached setup_run_dir's broadcast
+{% endif %}
+    return Run(run_dir, logger, checkpoint)
+
+
+class _AboveProgressBar:
+    """The log's console stream: each record goes above the live progress bar, on a line of its own.
+
+    Written straight to stderr, a record would land in the middle of the bar's line and leave a stale
+    copy of the bar above.
+    """
+
+    def write(self, text: str) -> None:
+        # tqdm.write clears the bar, prints, then draws the bar again below.
+        tqdm.write(text, file=sys.stderr, end="")
+
+    def flush(self) -> None:
+        sys.stderr.flush()
+
+
+def setup_logging(run_dir: Path) -> logging.Logger:
+    """Log to the console and to ``training.log`` in the run directory, on rank 0 only."""
+    for handler in logging.getLogger("train").handlers:
+        handler.close()  # a previous run's training.log, in this process (see reset below)
+    return setup_logger(
+        name="train",
+        format="%(asctime)s %(name)s %(levelname)s: %(message)s",
+        stream=_AboveProgressBar(),
+        filepath=run_dir / "training.log",
+        distributed_rank=idist.get_rank(),
+        # A second run in the same process (a notebook, a test) logs to its own run directory: without
+        # reset, ignite hands back the first run's logger, still writing to the first training.log.
+        reset=True,
+    )

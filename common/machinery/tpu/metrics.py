@@ -1,0 +1,93 @@
+"""The eval metrics on the TPU: their state kept on the device as the evaluation runs, then summed across the
+replicas and read in one transfer at its end, for any ignite metric whose state ignite sums."""
+
+import functools
+import inspect
+from numbers import Number
+
+import ignite.distributed as idist
+import torch
+import torch_xla
+import torch_xla.core.xla_model as xm
+from ignite.engine import Engine, Events
+from ignite.metrics import Metric
+
+
+def read_once(evaluator: Engine, metrics: list[Metric]) -> None:
+    """At the end of each evaluation, sum the state of ``metrics`` (each metric the evaluation updates, its state
+    on the device already) over the replicas on the device and read it in one transfer; each metric then computes
+    its value on the CPU.
+
+    ignite's own ``compute`` reads each tensor of each metric apart, and all-reduces each on several replicas: a
+    wait for the TPU each. A metric whose state ignite does not sum (one that gathers its outputs, or takes a
+    maximum), or keeps it on the CPU, is left to ignite. Attach this before the metrics: it runs before their
+    ``compute``.
+    """
+    replicas = idist.get_world_size() > 1
+    summed = [(metric, names) for metric in metrics if (names := _summed_state(metric)) and _on_tpu(metric, names)]
+    for metric, _ in summed if replicas else ():
+        # Summed here: ignite's compute runs without its own all-reduce (the function sync_all_reduce wraps).
+        metric.compute = functools.partial(type(metric).compute.__wrapped__, metric)
+
+    @evaluator.on(Events.EPOCH_COMPLETED)
+    def sum_and_read() -> None:
+        state = [(metric, name, getattr(metric, name)) for metric, names in summed for name in names]
+        # On one device the numbers the host counted (a metric's examples) are final: the tensors alone are read.
+        state = [entry for entry in state if isinstance(entry[2], torch.Tensor) or replicas]
+        # Counts stay exact in int64; sums are added in float32, as the metrics add them. Tensors first, then numbers.
+        groups = [[entry for entry in state if _kind(entry[2]) == kind] for kind in (torch.float32, torch.int64)]
+        groups = [sorted(group, key=lambda entry: not isinstance(entry[2], torch.Tensor)) for group in groups if group]
+        if not groups:
+            return
+        # Ends the evaluation's last graph, the last batch's in it: its slice of real rows differs between replicas,
+        # and a collective must be in a program that every replica runs alike. Left pending, it would also join the
+        # next training step's graph and make it a program of its own.
+        torch_xla.sync()
+        packed = [_packed(group) for group in groups]
+        if replicas:
+            xm.all_reduce(xm.REDUCE_SUM, packed)  # in place: one collective for all of them
+            torch_xla.sync()
+        # Every tensor in one transfer (as torch_xla's own xm.mesh_reduce reads its tensors).
+        for group, on_host in zip(groups, torch_xla._XLAC._xla_get_cpu_tensors(packed), strict=True):
+            start = 0
+            for metric, name, value in group:
+                size = value.numel() if isinstance(value, torch.Tensor) else 1
+                part = on_host[start : start + size]
+                start += size
+                if isinstance(value, torch.Tensor):
+                    setattr(metric, name, part.to(value.dtype).view(value.shape))
+                else:
+                    setattr(metric, name, type(value)(part.item()))
+
+
+def _summed_state(metric: Metric) -> tuple[str, ...] | None:
+    """The names of the state that ignite's ``compute`` sums over the processes (the attributes its
+    ``sync_all_reduce`` names), or None where it reduces otherwise or not at all."""
+    compute = type(metric).compute
+    if not hasattr(compute, "__wrapped__"):
+        return None
+    names = inspect.getclosurevars(compute).nonlocals.get("attrs")
+    if names is None or any(":" in name and not name.endswith(":SUM") for name in names):
+        return None
+    return tuple(name.split(":")[0] for name in names)
+
+
+def _on_tpu(metric: Metric, names: tuple[str, ...]) -> bool:
+    """Whether each tensor of the metric's state is on the device (a metric may keep its own on the CPU)."""
+    values = [getattr(metric, name) for name in names]
+    return all(value.device.type == "xla" for value in values if isinstance(value, torch.Tensor))
+
+
+def _kind(value: torch.Tensor | Number) -> torch.dtype:
+    floating = value.is_floating_point() if isinstance(value, torch.Tensor) else isinstance(value, float)
+    return torch.float32 if floating else torch.int64
+
+
+def _packed(group: list[tuple[Metric, str, torch.Tensor | Number]]) -> torch.Tensor:
+    """The tensors of ``group`` flattened into one, the numbers after them (one copy to the device)."""
+    kind = _kind(group[0][2])
+    tensors = [value.detach().reshape(-1).to(kind) for _, _, value in group if isinstance(value, torch.Tensor)]
+    numbers = [value for _, _, value in group if not isinstance(value, torch.Tensor)]
+    if numbers:
+        tensors.append(torch.tensor(numbers, dtype=kind, device=idist.device()))
+    return torch.cat(tensors)

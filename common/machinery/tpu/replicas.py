@@ -1,0 +1,186 @@
+{% import "flags.j2" as flags with context %}
+"""The TPU launcher and its replicas: a stop signal to ``python main.py`` stops the replicas cleanly, and a
+replica that fails ends them all.
+
+Each replica trains in a thread (or, on a TPU VM, in a process of its own), where Python cannot handle
+signals: the launcher catches them and passes a stop on through a folder the replicas inherit. When nothing
+was trained since the last checkpoint (or the start) but the command's first iteration, it ends them and
+itself at once instead: on a TPU, that first iteration compiles, for longer than a preemption notice may last.
+A replica whose run fails (a full disk at replica 0's checkpoint, say) says so in the folder: the others would
+wait for it in their next collective for ever, so the launcher ends them.
+"""
+
+import contextlib
+import multiprocessing
+import os
+import shutil
+import signal
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Callable
+from datetime import datetime
+from pathlib import Path
+from traceback import format_exception
+from typing import NoReturn
+
+import ignite.distributed as idist
+from ignite.engine import Engine, Events
+{% if cookiecutter.save_training %}
+from ignite.handlers import Checkpoint
+{% endif %}
+
+from machinery.runs.directory import write_status
+{% if cookiecutter.save_training %}
+from machinery.runs.files import saved_at
+{% endif %}
+from machinery.runs.preemption import STOP, STOP_SIGNALS
+
+# The folder where the launcher and its replicas meet (inherited by the replicas).
+REPLICAS_FOLDER = "TRAINING_REPLICAS_FOLDER"
+# In that folder while replica 0 has trained iterations that no checkpoint holds yet.
+UNSAVED = "unsaved"
+# In that folder once a replica's run failed: which replica, and its error.
+FAILED = "failed"
+# How long the launcher lets the other replicas end on their own after one failed (all fail alike, from a bad
+# config, say), before it ends those that wait for it.
+FAILED_GRACE_SECONDS = {{ flags.failed_replica_grace_s }}
+
+
+def launch_replicas(launch: Callable[[], None]) -> None:
+    """Call ``launch`` (torch_xla.launch) in a thread, with this process's stop signals passed on to the replicas.
+
+    The replicas start with the stop signals ignored (inherited from this process) and read a stop from a
+    file this process writes; its own handlers (preemption.catch_stop_signals) come back once the replicas
+    have all started (replicas_started).
+    """
+    folder = Path(tempfile.mkdtemp())
+    os.environ[REPLICAS_FOLDER] = str(folder)
+    STOP.pass_on = _pass_on
+    caught = {signum: signal.signal(signum, signal.SIG_IGN) for signum in STOP_SIGNALS}
+    failed: list[BaseException] = []
+
+    def launch_and_keep_error() -> None:
+        try:
+            launch()
+        except BaseException as error:  # raised again below, in the main thread
+            failed.append(error)
+
+    launcher = threading.Thread(target=launch_and_keep_error)
+    launcher.start()
+    while launcher.is_alive() and not (folder / "started").exists() and not (folder / FAILED).exists():
+        launcher.join(0.1)
+    for signum, handler in caught.items():
+        signal.signal(signum, handler)
+    failed_at: float | None = None
+    while launcher.is_alive():
+        launcher.join(0.5)  # returns now and then: signal handlers run in this thread only
+        if failed_at is None and (folder / FAILED).exists():
+            failed_at = time.monotonic()
+        if failed_at is not None and time.monotonic() - failed_at > FAILED_GRACE_SECONDS:
+            _end_after_failure(folder)
+    shutil.rmtree(folder)
+    if failed:
+        raise failed[0]
+
+
+def _pass_on(signum: int) -> None:
+    """Tell the replicas to stop (they read the file as they check for a stop); end at once if nothing is unsaved."""
+    folder = Path(os.environ[REPLICAS_FOLDER])
+    if (folder / FAILED).exists():  # a replica failed: the others may wait for it, and no stop would come
+        _end_after_failure(folder)
+    (folder / "stop").write_text(signal.Signals(signum).name)
+    if not (folder / UNSAVED).exists():
+        stop_at_once(signum)
+
+
+def stop_at_once(signum: int) -> NoReturn:
+    """End the replicas and this process now: nothing was trained since the last checkpoint (or the start), so
+    there is nothing to save, and the iteration under way may be a first compilation of minutes."""
+    _kill_replica_processes()
+    reason = f"{signal.Signals(signum).name}, with nothing trained since the last checkpoint: stopped at once"
+    folder = Path(os.environ[REPLICAS_FOLDER])
+    if (folder / "run_dir").is_file():  # replica 0 has its run directory
+        run_dir = Path((folder / "run_dir").read_text())
+        stamp = datetime.now().strftime("%Y-%m-%d %H:%M:%S,%f")[:-3]
+        with open(run_dir / "training.log", "a") as log:
+            log.write(f"{stamp} train INFO: Stopped: {reason}. Run the same command to continue.\n")
+        write_status(run_dir, status="stopped", reason=reason)
+    shutil.rmtree(folder)
+    print(f"Stopped: {reason}.", file=sys.stderr, flush=True)
+    os._exit(128 + signum)
+
+
+def replica_failed(error: BaseException) -> None:
+    """From a replica whose run failed (recorded in its run directory): tell the launcher, the first time."""
+    if REPLICAS_FOLDER in os.environ:
+        # The file exists: another replica's failure came first. A full disk: the file, if made, still tells the
+        # launcher (the error is in training.log).
+        with contextlib.suppress(OSError), open(Path(os.environ[REPLICAS_FOLDER]) / FAILED, "x") as report:
+            report.write(f"Replica {idist.get_rank()} failed:\n{''.join(format_exception(error))}")
+
+
+def _end_after_failure(folder: Path) -> NoReturn:
+    """End the replicas and this process: one replica failed, and the others wait for it in a collective."""
+    _kill_replica_processes()
+    report = (folder / FAILED).read_text() or "A replica failed: its error is in training.log."
+    shutil.rmtree(folder)
+    waited = f"The other replicas, waiting for it, were ended after {FAILED_GRACE_SECONDS} s."
+    print(f"{report.rstrip()}\n{waited}", file=sys.stderr, flush=True)
+    os._exit(1)
+
+
+def _kill_replica_processes() -> None:
+    """Kill the replica processes (a TPU VM's; threads of this process end with it at its os._exit)."""
+    for child in multiprocessing.active_children():
+        child.kill()
+
+
+def replicas_started() -> None:
+    """Tell launch_replicas, from replica 0 once every replica has joined, that it may catch signals again."""
+    if idist.get_rank() == 0 and REPLICAS_FOLDER in os.environ:
+        (Path(os.environ[REPLICAS_FOLDER]) / "started").touch()
+
+
+def follow_launcher(
+    trainer: Engine,
+    run_dir: Path,
+{% if cookiecutter.save_training %}
+    save_training: Checkpoint,
+{% endif %}
+) -> None:
+    """In each replica: stop when the launcher says so; on replica 0, tell it whether anything is unsaved."""
+    if REPLICAS_FOLDER not in os.environ:
+        return  # not started by launch_replicas (a test calling run() itself)
+    folder = Path(os.environ[REPLICAS_FOLDER])
+    STOP.stop_file = folder / "stop"  # read by preemption.asked_to_stop
+    if idist.get_rank() != 0:
+        return
+    (folder / "run_dir").write_text(str(run_dir))
+    unsaved = folder / UNSAVED
+
+    @trainer.on(Events.ITERATION_STARTED)
+    def note_training(engine: Engine) -> None:
+        # From this command's second iteration on, work is under way that a stop must save. Not during its
+        # first: that one compiles (for minutes on a TPU), and a stop then loses one iteration at most. The
+        # other replicas may be an iteration ahead of replica 0: they wait for its gradients at each step.
+        if engine.state.iteration > engine.state.first_iteration:
+            unsaved.touch()
+
+    @trainer.on(Events.ITERATION_COMPLETED | Events.EPOCH_COMPLETED)
+    def note_saved(engine: Engine) -> None:
+{% if cookiecutter.save_training %}
+        # The epoch's last iteration is saved at the epoch's end, after its ITERATION_COMPLETED.
+        saved = saved_at(save_training, engine.state.iteration)
+{% else %}
+        saved = False  # save_training is off: no checkpoint holds any iteration
+{% endif %}
+        if saved:
+            unsaved.unlink(missing_ok=True)
+        else:
+            unsaved.touch()
+
+    @trainer.on(Events.STARTED)
+    def note_start(engine: Engine) -> None:
+        engine.state.first_iteration = engine.state.iteration + 1  # a continued run starts where it stopped

@@ -1,0 +1,1 @@
+"""The engines and their handlers: training, evaluation, logging, checkpoints, stopping rules, tracking."""

@@ -1,0 +1,1 @@
+../../../../common/machinery/inference/__init__.py

@@ -1,1 +1,0 @@
-../../../common/machinery/preemption.py

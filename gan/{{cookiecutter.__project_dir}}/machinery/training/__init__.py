@@ -1,0 +1,1 @@
+../../../../common/machinery/training/__init__.py

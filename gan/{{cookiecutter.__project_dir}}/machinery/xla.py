@@ -1,1 +1,0 @@
-../../../common/machinery/xla.py

@@ -1,0 +1,1 @@
+../../../../common/machinery/data/__init__.py

@@ -1,1 +1,0 @@
-../../../common/machinery/engine.py

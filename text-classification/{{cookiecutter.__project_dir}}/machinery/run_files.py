@@ -1,1 +1,0 @@
-../../../common/machinery/run_files.py

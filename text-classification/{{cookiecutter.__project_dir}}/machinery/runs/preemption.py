@@ -1,0 +1,1 @@
+../../../../common/machinery/runs/preemption.py

@@ -1,1 +1,0 @@
-../../../common/machinery/xla_metrics.py

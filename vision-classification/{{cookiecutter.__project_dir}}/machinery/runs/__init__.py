@@ -1,0 +1,1 @@
+../../../../common/machinery/runs/__init__.py

@@ -1,0 +1,1 @@
+../../../../common/machinery/data/loaders.py

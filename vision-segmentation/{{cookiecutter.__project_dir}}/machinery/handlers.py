@@ -1,1 +1,0 @@
-../../../common/machinery/handlers.py

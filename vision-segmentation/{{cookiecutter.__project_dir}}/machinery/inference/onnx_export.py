@@ -1,0 +1,1 @@
+../../../../common/machinery/inference/onnx_export.py

@@ -1,1 +1,0 @@
-../../../common/machinery/onnx_export.py
