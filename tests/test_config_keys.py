@@ -6,6 +6,7 @@ config.yaml is written from config.py (one source): these tests check that the t
 shapes them, and that every argparser's path refuses what it must.
 """
 
+import re
 import subprocess
 import types
 import typing
@@ -124,7 +125,7 @@ def test_config_keys_come_from_the_file_or_the_command_line_declared_and_of_thei
     config_class = load_module(project / "config.py").Config
     assert settings.load_config(path, config_class, backend="gloo").backend == "gloo"
     # PyYAML reads 5e-5 as a string: a float key takes it as the number (`lr: 5e-5` in config.yaml).
-    path.write_text(path.read_text() + "lr: 5e-5\n")
+    path.write_text(re.sub(r"(?m)^lr: .*$", "lr: 5e-5", path.read_text()))
     assert settings.load_config(path, config_class, backend=None).lr == 5e-5
     with pytest.raises(SystemExit, match=r"Unknown config keys \['bakend'\]"):
         settings.load_config(path, config_class, backend="gloo", bakend="gloo")
@@ -133,6 +134,14 @@ def test_config_keys_come_from_the_file_or_the_command_line_declared_and_of_thei
         settings.load_config(path, config_class, backend=None, lr="fast", max_epochs=2.5)
     path.write_text(yaml.safe_dump({**config, "backend": None, "warmup": 3}, sort_keys=False))
     with pytest.raises(SystemExit, match="has keys that config.py does not declare: warmup. Declare each"):
+        settings.load_config(path, config_class)
+    # A key given twice (a `cruft update` conflict resolved by keeping both sides) is refused naming its lines:
+    # PyYAML would keep the last one. Hydra's OmegaConf refuses it too, naming the key and its second line.
+    text = yaml.safe_dump({**config, "backend": None}, sort_keys=False)
+    first = text.splitlines().index("seed: 666") + 1
+    path.write_text(text + "seed: 7\n")
+    twice = rf"config.yaml gives a key more than once: seed \(lines {first}, {len(text.splitlines()) + 1}\)"
+    with pytest.raises(SystemExit, match=twice):
         settings.load_config(path, config_class)
     # An empty file is a config that lacks every key.
     path.write_text("")

@@ -37,10 +37,23 @@ def as_dict(config: RunSettings) -> dict[str, Any]:
     return {field.name: getattr(config, field.name) for field in file_order(type(config))}
 
 
+def read_yaml(path: str | Path) -> dict[str, Any]:
+    """A config file's keys and values. A key given twice stops the run, naming it and its lines: PyYAML would keep
+    the last one silently (a merge, or a `cruft update` conflict resolved by keeping both sides, writes two)."""
+    text = Path(path).read_text()
+    node = yaml.compose(text, Loader=yaml.SafeLoader)
+    lines: dict[str, list[int]] = {}
+    for key, _ in node.value if isinstance(node, yaml.MappingNode) else []:
+        lines.setdefault(key.value, []).append(key.start_mark.line + 1)
+    twice = [f"{key} (lines {', '.join(map(str, found))})" for key, found in lines.items() if len(found) > 1]
+    if twice:
+        raise SystemExit(f"{path} gives a key more than once: {'; '.join(twice)}. Keep one line for each key.")
+    return yaml.safe_load(text) or {}
+
+
 def load_config(path: str | Path, config_class: type[Settings], **overrides: Any) -> Settings:
     """Read the YAML config, apply overrides (the command line's ``--key=value``) and check it."""
-    with open(path) as f:
-        values = yaml.safe_load(f) or {}
+    values = read_yaml(path)
     for key in HYDRA_KEYS:
         values.pop(key, None)
     keys = [field.name for field in dataclasses.fields(config_class)]
@@ -52,8 +65,7 @@ def load_config(path: str | Path, config_class: type[Settings], **overrides: Any
 
 def load_run_settings(path: str | Path) -> RunSettings:
     """A config file's run settings alone (the project's own keys left aside): where predict.py finds the runs."""
-    with open(path) as f:
-        values = yaml.safe_load(f) or {}
+    values = read_yaml(path)
     names = [field.name for field in dataclasses.fields(RunSettings)]
     return checked_config({key: value for key, value in values.items() if key in names}, str(path), RunSettings)
 
