@@ -3,7 +3,7 @@
 
 A run is the same when its ``config-lock.yaml`` matches the config, except for the keys in ``MAY_CHANGE``.
 A run that finished is not trained again; one that stopped continues from its newest complete checkpoint.
-A command holds its run directory while it trains (run_files.hold): the same command run again meanwhile
+A command holds its run directory while it trains (files.hold): the same command run again meanwhile
 stops at once.
 """
 
@@ -19,7 +19,7 @@ from typing import Any
 import ignite.distributed as idist
 import yaml
 
-from machinery.runs.files import Unusable, hold, {{ "newest_intact, " if cookiecutter.save_training }}read_yaml, release_run_dir, write_whole
+from machinery.runs.files import Unusable, hold, {{ "newest_intact, " if cookiecutter.save_training }}read_run_file, release_run_dir, write_whole
 from machinery.settings import RunSettings, as_dict
 
 # Config keys that may differ between a run and the command that continues it: none changes what the
@@ -65,10 +65,10 @@ def _find_run(config: RunSettings, notes: list[str]) -> tuple[str, str | None, s
     """The newest run under ``output_dir`` with this config, except for the keys in MAY_CHANGE."""
     current = {key: value for key, value in as_dict(config).items() if key not in MAY_CHANGE}
     for lock in sorted(Path(config.output_dir).glob("*/config-lock.yaml"), reverse=True):  # newest first
-        locked = read_yaml(lock, notes)
+        locked = read_run_file(lock, notes)
         if locked is None or {key: value for key, value in locked.items() if key not in MAY_CHANGE} != current:
             continue
-        status = read_yaml(lock.parent / STATUS_FILE, notes) if (lock.parent / STATUS_FILE).exists() else {}
+        status = read_run_file(lock.parent / STATUS_FILE, notes) if (lock.parent / STATUS_FILE).exists() else {}
         if status is not None:
             break
     else:
@@ -151,7 +151,7 @@ def record_failure(run_dir: Path, error: BaseException) -> None:
     with open(run_dir / "training.log", "a") as log:  # not the console: Python prints the traceback there
         log.write(f"{stamp} train ERROR: The run {status}{process}: {reason}\n{''.join(format_exception(error))}")
     path = run_dir / STATUS_FILE
-    earlier = read_yaml(path, []) if path.is_file() and path.stat().st_mtime >= _Current.since else None
+    earlier = read_run_file(path, []) if path.is_file() and path.stat().st_mtime >= _Current.since else None
     if not _is_failure(earlier or {}):
         write_status(run_dir, status=status, reason=reason)
 

@@ -1,6 +1,6 @@
 {% import "flags.j2" as flags with context %}
 """The files of a run directory: the hold of the command that trains there, files written whole and read with
-care, and the training checkpoints, by name and intact (runs.py decides which directory a command trains in).
+care, and the training checkpoints, by name and intact (directory.py decides which directory a command trains in).
 """
 
 {% if flags.save_checkpoints %}
@@ -75,7 +75,7 @@ def hold(run_dir: Path) -> None:
     _Hold.file = file
 
 
-def read_yaml(path: Path, notes: list[str]) -> dict | None:
+def read_run_file(path: Path, notes: list[str]) -> dict | None:
     """The mapping in the YAML file ``path``, or None, noted, if it is unreadable (empty, cut short, not YAML)."""
     try:
         content = yaml.safe_load(path.read_text())

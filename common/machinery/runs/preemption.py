@@ -48,7 +48,7 @@ class StopRequest:
     deadline = float("inf")  # limit_sec from the start of training (setup_clean_stop)
 {% endif %}
 {% if flags.xla %}
-    stop_file: Path | None = None  # a TPU replica's: written by its launcher when asked to stop (replicas.py)
+    stop_file: Path | None = None  # a TPU replica's: written by its launcher when asked to stop (tpu/replicas.py)
     pass_on: Callable[[int], None] | None = None  # a TPU launcher's: passes a stop on to its replicas
 {% endif %}
     handled_in = 0  # the process whose stop signals catch_stop_signals handles (a forked child's are its own)
@@ -68,7 +68,7 @@ def catch_stop_signals() -> None:
     process that spawned this one) and a job scheduler may each deliver it.
     """
     if threading.current_thread() is not threading.main_thread():
-        return  # a TPU replica's training thread, where Python cannot handle signals: replicas.py
+        return  # a TPU replica's training thread, where Python cannot handle signals: tpu/replicas.py
     if STOP.handled_in == os.getpid():
         return  # installed already: by launch, before start_run in the same process
     STOP.handled_in = os.getpid()
