@@ -174,6 +174,30 @@ def test_the_machinery_imports_none_of_the_users_files(baked, template: str, com
         assert not wrong, f"{path.relative_to(project)} imports the user's {sorted(wrong)}"
 
 
+@each_bake
+def test_the_machinery_map_names_every_module_the_project_has_and_no_other(baked, template: str, combo: dict) -> None:
+    """machinery/__init__.py's docstring is the one map of machinery/ (the docs link to it): each module a bake
+    has is named there under its folder, and a module the hook removed for these answers is not."""
+    project = baked(template, **combo)
+    docstring = ast.get_docstring(ast.parse((project / "machinery" / "__init__.py").read_text()))
+    # "- ``runs/``, ...: ``start.py`` (...); ``directory.py`` ...": an entry is a folder (or a module), its modules.
+    entries = re.split(r"^- ", docstring, flags=re.MULTILINE)[1:]
+    named = set()
+    for entry in entries:
+        folder = re.match(r"``(\w+)/``", entry)
+        modules = re.findall(r"``(\w+\.py)``", entry)
+        named |= {f"{folder[1]}/{module}" if folder else module for module in modules}
+    present = {
+        path.relative_to(project / "machinery").as_posix()
+        for path in project.glob("machinery/**/*.py")
+        if path.name != "__init__.py"
+    }
+    assert named == present, (
+        f"machinery/__init__.py's map misses {sorted(present - named)} and names {sorted(named - present)}, "
+        "which this project does not have"
+    )
+
+
 @pytest.mark.parametrize("template", answers.SUPERVISED)
 def test_the_users_metrics_are_one_file_without_jinja_on_every_backend(baked, template: str) -> None:
     """metrics.py is the user's: what a metric needs on a TPU (its state on the device, read once) is the

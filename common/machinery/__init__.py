@@ -17,7 +17,10 @@ The map, one concern a module or a folder, with the names your files import:
 {% if flags.eval_metric %}
   ``evaluation.py`` (``evaluation_engine``, your metrics on the device; the score that ranks evaluations);
 {% endif %}
-  ``handlers.py`` (loss logging, checkpoints, stopping rules, resuming){{ ";" if cookiecutter.logger != "none" else "." }}
+  ``handlers.py`` (loss logging, checkpoints, stopping rules, resuming){{ ";" if cookiecutter.logger != "none" or flags.ema else "." }}
+{% if flags.ema %}
+  ``ema.py`` (``setup_ema``: the average of the weights, evaluated and kept){{ ";" if cookiecutter.logger != "none" else "." }}
+{% endif %}
 {% if cookiecutter.logger != "none" %}
   ``tracking.py`` (the experiment tracker: {{ flags.tracker_name }}).
 {% endif %}

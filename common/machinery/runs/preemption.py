@@ -68,7 +68,7 @@ def catch_stop_signals() -> None:
     process that spawned this one) and a job scheduler may each deliver it.
     """
     if threading.current_thread() is not threading.main_thread():
-        return  # a TPU replica's training thread, where Python cannot handle signals: tpu/replicas.py
+        return  # a TPU replica's training thread, where Python cannot handle signals: its launcher passes them on
     if STOP.handled_in == os.getpid():
         return  # installed already: by launch, before start_run in the same process
     STOP.handled_in = os.getpid()

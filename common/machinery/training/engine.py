@@ -127,7 +127,7 @@ class _SeededPasses(ReproducibleBatchSampler):
     ignite 0.5.5's draws the order from the random state at its first batch: after DeterministicEngine restores a
     mid-epoch checkpoint's random state, so a run continued mid-epoch would train on another order than the
     uninterrupted run; and a TPU's device loader makes the pass's iterator in a thread of its own, beside the
-    training step. With several processes each has its own run seed (``launch.start_run``): its own transforms.
+    training step. With several processes each has its own run seed (``runs.start.start_run``): its own transforms.
     """
 
     run_seed: int = 0  # set by _set_pass before each pass
