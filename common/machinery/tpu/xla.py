@@ -6,7 +6,8 @@ launch.py imports it before ignite asks torch_xla anything.
 """
 
 import logging
-from collections.abc import Callable
+import sys
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import ignite.distributed as idist
@@ -101,8 +102,24 @@ def device_loader(loader: Any) -> Any:
         return _eval_device_loader(loader)
 {% endif %}
     if idist.get_world_size() > 1:
-        return loader  # ignite has wrapped it already
-    return pl.MpDeviceLoader(loader, idist.device())
+        loader = loader._loader  # ignite has wrapped it in an MpDeviceLoader: rewrapped here
+    batches = _TrainingBatches(loader, idist.device(), batches_per_execution=sys.maxsize)
+    batches.sampler = loader.sampler  # as ignite's has it
+    return batches
+
+
+class _TrainingBatches(pl.MpDeviceLoader):
+    """The training batches on the TPU, without the device loader's sync before each batch.
+
+    The training step ends with its own sync (engine.py): a second one, with nothing left to run, waits for the
+    TPU to finish the step, so the host could not trace the next step while the TPU runs this one (measured on
+    the XLA CPU device: 23-27% of the host's time a step). What is pending at a pass's start (weights copied to
+    the device, a checkpoint loaded) runs there, apart from the steps, as before.
+    """
+
+    def __iter__(self) -> Iterator[Any]:
+        torch_xla.sync()
+        return super().__iter__()
 {% if flags.eval_metric %}
 
 
