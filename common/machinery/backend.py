@@ -1,9 +1,6 @@
 {% import "flags.j2" as flags with context %}
-"""The one seam between your code and the backend: ``Backend``, whose methods' bodies the backend picks.
-
-``main.py`` builds its models, optimizers and data loaders as on one CPU and hands them to ``Backend.prepare``; the
-training steps use its four calls (autocast, backward, optimizer_step, update): the same code trains {{ "on TPUs" if flags.xla else "anywhere" }}.
-"""
+"""The one seam between your code and the backend: ``Backend``, whose methods' bodies the backend picks. The training
+steps use its four calls (autocast, backward, optimizer_step, update): the same code trains {{ "on TPUs" if flags.xla else "anywhere" }}."""
 
 {% if flags.gpu_amp %}
 import logging
@@ -32,11 +29,8 @@ from machinery.tpu.xla import device_loader, start_alike
 
 
 class Backend:
-    """{{ cookiecutter.backend }}: models, optimizers and loaders ready for the devices (``prepare``), and the training
-    step's autocast, backward pass and optimizer step {{ flags.backprop }}.
-
-    Every training step is written with the four calls after ``prepare``, so that it reads the same on every backend.
-    """
+    """{{ cookiecutter.backend }}: models, optimizers and loaders built as on one CPU, ready for the devices (``prepare``); the training
+    step's autocast, backward pass and optimizer step {{ flags.backprop }}."""
 
     def __init__(self, config: RunSettings) -> None:
         self.config = config
@@ -52,9 +46,8 @@ class Backend:
                 self.device_type,
             )
             self.dtype = None
-        # float16's narrow range needs the loss scaled; bfloat16 has float32's range and needs no scaler. A float16 run
-        # keeps its scaler in its training checkpoints (state_objects), even where it trains in full precision (its
-        # scaler disabled, as on a CPU), so that every float16 run's checkpoints hold the same objects.
+        # float16's narrow range needs the loss scaled (bfloat16's does not). Every float16 run checkpoints a scaler
+        # (state_objects), disabled where it trains in full precision (a CPU), so its checkpoints hold the same objects.
         self.scaler = (
             torch.amp.GradScaler("cuda", enabled=self.dtype is torch.float16)
             if config.mixed_precision == "float16"
@@ -66,28 +59,24 @@ class Backend:
         """Models, optimizers and data loaders ready for {{ "the TPU replicas" if flags.xla else "this process's device" }}, in the order given (one: itself).
 
 {% if flags.xla %}
-        Models move to the TPU and every replica starts from replica 0's weights (each initialised its own).
-        Optimizers step the moved parameters, with ``xm.optimizer_step`` (``optimizer_step``), which all-reduces
-        the gradients (ignite 0.5.5's ``auto_optim`` fails on XLA). The training loader feeds the TPU while a
-        step runs{{ "; an eval loader pads its last batch to the others' shape (``xla.device_loader``)" if flags.eval_metric }}.
+        Models move to the TPU, every replica starting from replica 0's weights (each initialised its own); optimizers
+        step the moved parameters with ``xm.optimizer_step``, which all-reduces the gradients (ignite 0.5.5's
+        ``auto_optim`` fails on XLA). The training loader feeds the TPU while a step runs{{ "; an eval loader pads its
+        last batch to the others' shape (``xla.device_loader``)" if flags.eval_metric }}."""
 {% else %}
-        Models move to the device and, with several processes, are wrapped for them (``DistributedDataParallel``
-        all-reduces the gradients); optimizers go through ignite's ``auto_optim``; data loaders are ready as built
-        (``loaders.py`` shards them across the processes).
+        Models move to the device (with several processes, in ``DistributedDataParallel``); optimizers go through
+        ignite's ``auto_optim``; data loaders stay as built (``loaders.py`` shards them across the processes)."""
 {% endif %}
-        """
         prepared = list(objects)
-        # A model moved to a TPU holds new parameters (moved to a GPU, the same ones): optimizers built on the CPU's
-        # step those the moved model holds.
+        # Optimizers built on the CPU step the moved model's parameters (new ones on a TPU; on a GPU, the same).
         on_cpu, moved = [], {}
         for index, model in enumerate(objects):
             if isinstance(model, nn.Module):
 {% if flags.compiled %}
                 if self.config.compile:
-                    # Its forward, so that its state dict keeps the module's own names (torch.compile(model) would
-                    # add "_orig_mod."; torch 2.9's model.compile() traces nothing where torch.nn's modules come
-                    # first). Static shapes: a kernel per shape, whichever comes first (a continued run meets them
-                    # in another order).
+                    # Its forward: the state dict keeps its names (torch.compile(model) adds "_orig_mod."; torch 2.9's
+                    # model.compile() traces nothing where torch.nn's modules come first). Static shapes: a kernel
+                    # per shape, whichever comes first (a continued run meets them in another order).
                     model.forward = torch.compile(model.forward, dynamic=False)
 {% endif %}
                 on_cpu.append(list(model.parameters()))  # kept until the optimizers are mapped: their ids stay theirs
@@ -132,8 +121,7 @@ class Backend:
         else:
             self.scaler.step(optimizer)  # skipped where the scaled gradients overflowed
 {% elif flags.xla %}
-        # All-reduces the gradients across replicas, then steps. The engine ends the lazy graph after the
-        # training step (engine.training_engine), so every iteration runs the same compiled program.
+        # All-reduces the gradients, then steps (engine.training_engine ends the graph: one compiled program per step).
         xm.optimizer_step(optimizer)
 {% else %}
         optimizer.step()

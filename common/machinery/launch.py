@@ -79,8 +79,7 @@ def cli(run: RunFn, config_class: ConfigClass) -> None:
     fire.Fire(train)
 {% else %}
 def cli(run: RunFn, config_class: ConfigClass) -> None:
-    """Train from the command line with Hydra: ``python main.py key=value ...``; with ``-m``, a run for each job of a
-    grid (``-m lr=0.001,0.01``), one job after another."""
+    """Train with Hydra: ``python main.py key=value ...``; with ``-m lr=0.001,0.01``, one run per job, in turn."""
     failed: list[str] = []  # the jobs of a multirun that failed, and why
 
     # An absolute config path: Hydra would resolve a relative one against this module's package.
@@ -111,13 +110,8 @@ def composed(cfg: DictConfig, config_class: ConfigClass) -> RunSettings:
 
 
 def train_job(run: RunFn, config_class: ConfigClass, cfg: DictConfig, failed: list[str]) -> None:
-    """Train one job of a multirun (``-m``), as the command without ``-m`` trains its run; Hydra then starts the next.
-
-    A job that fails fails alone: Hydra names it and starts the next one (with several processes in one group,
-    torchrun's, it ends the multirun, as it ends a run). A stop ends the multirun once the stopped job has
-    saved its checkpoint, and the same command continues it: the runs that finished have nothing to train,
-    the stopped one continues, the others start.
-    """
+    """Train one job of a multirun (``-m``). A failed job fails alone (with several processes in torchrun's group, it
+    ends the multirun). A stop ends the multirun after the job's checkpoint; the same command then continues it."""
     job = f"#{HydraConfig.get().job.num} ({' '.join(HydraConfig.get().overrides.task)})"
     try:
         config = composed(cfg, config_class)
@@ -164,7 +158,6 @@ def launch(run: RunFn, config: RunSettings) -> None:
 def train_processes(run: RunFn, config: RunSettings) -> None:
     """Call ``run(local_rank, config)`` in every training process, started here."""
     check_backend(config.backend)
-    # This script starts the processes itself; with no backend it runs as one process.
     spawn_kwargs = {}
     if config.backend is not None:
         spawn_kwargs = {
@@ -175,8 +168,7 @@ def train_processes(run: RunFn, config: RunSettings) -> None:
             "master_port": config.master_port,
         }
     catch_stop_signals()  # a stop signal is forwarded to the processes started here (preemption.py)
-    # The signal that stopped a training process, which this one may not have had (one process's preemption
-    # notice): the command then exits with it too (exit_status). A spawn context's, as ignite starts them.
+    # The signal that stopped a training process but maybe not this one: the command exits with it too (spawn context).
     stopped_by = multiprocessing.get_context("spawn").Value("i", 0)
     with idist.Parallel(backend=config.backend, **spawn_kwargs) as parallel:
         parallel.run(train_process, run, config, stopped_by)
@@ -196,11 +188,8 @@ def train_process(local_rank: int, run: RunFn, config: RunSettings, stopped_by: 
 
 
 def train_processes(run: RunFn, config: RunSettings) -> None:
-    """Call ``run(local_rank, config)`` in every training process: this one (and torchrun's others).
-
-    The process group outlives the run (``launch`` ends it): the jobs of a multirun share one. A new group would
-    find the last one's keys in torchrun's store, and could connect to addresses no longer listened on.
-    """
+    """Call ``run(local_rank, config)`` in every training process: this one (and torchrun's others). The group outlives
+    the run (``launch`` ends it) for a multirun's jobs: a new one would meet the last's keys in torchrun's store."""
     check_backend(config.backend)
     catch_stop_signals()  # torchrun forwards a stop signal to each process (preemption.py)
     if idist.backend() != config.backend:  # the command's first run (or a multirun's grid changed the backend)

@@ -1,6 +1,5 @@
 {% import "flags.j2" as flags with context %}
-"""The run's settings (``RunSettings``), and the config read: config.yaml and the command line's overrides, checked
-against config.py's ``Config``, which adds the project's own keys to these."""
+"""The run's settings (``RunSettings``), and the config read: config.yaml and overrides, checked against ``Config``."""
 
 import dataclasses
 import types
@@ -17,8 +16,7 @@ HYDRA_KEYS = ("defaults", "hydra")
 
 @dataclass
 class RunSettings:
-    """config.yaml's keys that the machinery reads (the run's length and seed, its processes and outputs), after
-    the project's own, each with its type and the value this project was generated with."""
+    """config.yaml's keys the machinery reads (after the project's own), typed, defaulting to the generated values."""
 
 {% include "config/run_settings.py" %}
 
@@ -105,8 +103,7 @@ def _float_or_value(value: Any, kind: Any) -> Any:
 
 
 def _is(value: Any, kind: Any) -> bool:
-    """Whether ``value`` is of type ``kind`` (an int is a float too; a bool is not a number; a ``list[str]``
-    is a list of strings; a ``Literal["a", "b"]`` is one of its values)."""
+    """Whether ``value`` is of type ``kind`` (an int is a float, a bool no number; list and Literal items checked)."""
     if _is_union(kind):
         return any(_is(value, option) for option in typing.get_args(kind))
     if typing.get_origin(kind) is typing.Literal:

@@ -13,10 +13,7 @@ from models import SegmentationLoss
 
 def eval_metrics(loss_fn: SegmentationLoss, classes: Sequence[str] = CLASSES) -> dict[str, Metric]:
     """The evaluator's metrics by name: ``mIoU``, ``pixel_accuracy`` and ``IoU_<class>``, for the run's ``classes``
-    (the model's outputs, in order: VOC's by default).
-
-    The pixels the loss ignores (``ignore_index``: VOC's object borders, the padding) are not scored.
-    """
+    (the model's outputs, in order: VOC's by default); the pixels the loss ignores (``ignore_index``) are not scored."""
     matrix = PixelConfusionMatrix(len(classes), loss_fn.ignore_index)
     return {
         "mIoU": mIoU(matrix),
@@ -32,10 +29,8 @@ def per_class(iou: torch.Tensor, classes: Sequence[str] = CLASSES) -> dict[str, 
 
 class PixelConfusionMatrix(ConfusionMatrix):
     """ignite's ``ConfusionMatrix`` of the pixels, the ignored label left out, counted in tensors of fixed shapes.
-
-    ignite's own picks the scored pixels out (a tensor whose shape depends on the labels): on a TPU each batch
-    would then wait for the device. Here every pixel adds 0 or 1 to its cell, the same numbers on every backend.
-    """
+    ignite's picks the scored pixels out (a shape that depends on the labels: on a TPU, a wait for the device at
+    each batch); here every pixel adds 0 or 1 to its cell."""
 
     def __init__(self, num_classes: int, ignore_index: int) -> None:
         self.ignore_index = ignore_index

@@ -11,12 +11,9 @@ from data import IGNORE_INDEX, MEAN, STD, Statistics
 
 
 def setup_model(name: str, num_classes: int, weights_backbone: str | None = None) -> nn.Module:
-    """Build any torchvision segmentation model by name (e.g. ``deeplabv3_resnet50``), randomly initialised,
-    with one output per class and pixel, and its auxiliary head where the model has one.
-
-    ``weights_backbone`` (e.g. ``"DEFAULT"``) starts the backbone from its ImageNet weights (a download), whose
-    own statistics normalise the images (``statistics``).
-    """
+    """Any torchvision segmentation model by name (e.g. ``deeplabv3_resnet50``), randomly initialised, with one output
+    per class and pixel and its auxiliary head where it has one. ``weights_backbone`` (e.g. ``"DEFAULT"``) starts the
+    backbone from its ImageNet weights (a download), whose own statistics normalise the images (``statistics``)."""
     builder = models.get_model_builder(name)
     # DeepLabV3 and FCN have an auxiliary head, on an earlier layer (it helps train the backbone); LR-ASPP has none.
     aux = {"aux_loss": True} if "aux_loss" in inspect.signature(builder).parameters else {}
@@ -49,11 +46,8 @@ def statistics(weights: WeightsEnum | None) -> Statistics:
 
 
 class SegmentationLoss(nn.Module):
-    """Cross-entropy per pixel of the model's main logits, plus ``aux_weight`` times its auxiliary head's.
-
-    torchvision's segmentation models return a dict: ``"out"``, and ``"aux"`` where they have that head.
-    Pixels labelled ``ignore_index`` (VOC's object borders) count for nothing.
-    """
+    """Cross-entropy per pixel of the model's main logits (``"out"`` of torchvision's dict), plus ``aux_weight`` times
+    its auxiliary head's (``"aux"``, where it has one); pixels labelled ``ignore_index`` count for nothing."""
 
     def __init__(self, aux_weight: float, ignore_index: int = IGNORE_INDEX) -> None:
         super().__init__()

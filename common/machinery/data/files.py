@@ -1,5 +1,4 @@
-"""Datasets on disk: image folders whose faults are named (a missing folder, a class folder with no image, an
-image that cannot be read), and advice where a dataset can be neither found nor downloaded."""
+"""Datasets on disk: image folders, their faults named, and advice where a dataset is neither found nor downloaded."""
 
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -11,8 +10,7 @@ from torchvision import datasets
 
 
 def image_folder(folder: Path, transform: Callable[[Image.Image], Any], layout: str) -> datasets.ImageFolder:
-    """The images of ``folder``, a sub-folder per class (torchvision's ImageFolder); ``layout`` says what is
-    expected where, in the error when ``folder`` is missing."""
+    """The images of ``folder``, a sub-folder per class (ImageFolder); ``layout``, what goes where, for its errors."""
     if not folder.is_dir():
         raise FileNotFoundError(f"{layout}: {folder} is not a folder")
     try:

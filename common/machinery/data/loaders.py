@@ -1,6 +1,5 @@
 {% import "flags.j2" as flags with context %}
-"""The data loaders: sharded across processes, with workers that leave stop signals to the training process
-and end with it."""
+"""The data loaders: sharded across processes, their workers leaving stop signals to training and ending with it."""
 
 import multiprocessing
 import multiprocessing.util
@@ -21,20 +20,16 @@ from torch.utils.data import DataLoader, Dataset{{ ", DistributedSampler" if fla
 from machinery.runs.preemption import STOP_SIGNALS
 
 {% if flags.xla %}
-# Whether the loaders fork their workers: not a process that runs torch_xla's runtime (its threads do not survive a
-# fork), whose workers start as Python's default has it.
+# Whether the loaders fork their workers: not under torch_xla's runtime (its threads do not survive a fork).
 {% else %}
-# Whether the loaders fork their workers: on Linux (macOS spawns by default: some of its system libraries do not
-# survive a fork).
+# Whether the loaders fork their workers: on Linux (macOS spawns: some of its system libraries do not survive a fork).
 {% endif %}
 FORK_WORKERS = {{ "False" if flags.xla else 'sys.platform == "linux"' }}
 
 
 def train_loader(dataset: Dataset, batch_size: int, num_workers: int) -> DataLoader:
-    """Shuffled batches of ``batch_size``, global: ignite divides it by the number of processes.
-
-    Full batches only (drop_last): every step has the same shapes, which XLA needs to compile the step once.
-    """
+    """Shuffled batches of the global ``batch_size`` (ignite divides it among processes), full ones only: every step
+    has the same shapes, which XLA needs to compile the step once."""
     loader = idist.auto_dataloader(
         dataset,
         batch_size=batch_size,
@@ -49,12 +44,9 @@ def train_loader(dataset: Dataset, batch_size: int, num_workers: int) -> DataLoa
 
 
 class EvalShard(DistributedSampler):
-    """This process's share of the eval set: every ``world_size``-th sample from its rank on, in order.
-
-    torch's DistributedSampler gives every process as many samples by repeating some (7 of VOC's 1449
-    images on 8 TPU replicas), which the metrics' sums, added up across processes, would count twice.
-    Here each sample is scored once; the shares differ by one sample at most.
-    """
+    """This process's share of the eval set: every ``world_size``-th sample from its rank on, in order. Each sample is
+    scored once (torch's DistributedSampler evens the shares by repeating some: 7 of VOC's 1449 images on 8 TPU
+    replicas, counted twice in the summed metrics); the shares differ by one sample at most."""
 
     def __init__(self, dataset: Dataset) -> None:
         super().__init__(dataset, num_replicas=idist.get_world_size(), rank=idist.get_rank(), shuffle=False)
@@ -82,11 +74,8 @@ def eval_loader(dataset: Dataset, batch_size: int, num_workers: int) -> DataLoad
 
 
 def worker_start(num_workers: int) -> dict[str, str]:
-    """How the loader's workers start: forked where ``FORK_WORKERS``, as the processes torchrun starts fork theirs.
-
-    The processes of the spawn launcher would spawn them (Python's start method passes on to them): each worker
-    imports torch anew, seconds at every pass over the data and every evaluation.
-    """
+    """How the loader's workers start: forked where ``FORK_WORKERS``, as torchrun's processes fork theirs (the spawn
+    launcher's would spawn them, each importing torch anew: seconds at every pass over the data and evaluation)."""
     if num_workers > 0 and FORK_WORKERS:
         return {"multiprocessing_context": "fork"}
     return {}
@@ -102,20 +91,15 @@ def with_dataset(loader: Any, dataset: Dataset) -> Any:
 
 
 def ignore_stop_signals(_worker_id: int) -> None:
-    """A DataLoader worker's init function: the training process decides when to stop.
-
-    Slurm and a shutting-down machine signal every process: a worker killed by it would fail training at once.
-    """
+    """A DataLoader worker's init function: ignore stop signals, which Slurm or a shutdown sends every process (a
+    killed worker would fail training at once); the training process decides when to stop."""
     for signum in STOP_SIGNALS:
         signal.signal(signum, signal.SIG_IGN)
 
 
 def end_workers() -> None:
-    """Kill this process's DataLoader workers (its daemon children) as it exits.
-
-    Python ends daemon children at exit with SIGTERM, which the workers ignore, then waits for them: a run
-    that fails while its workers live (an unreadable image, say) would never end.
-    """
+    """Kill this process's DataLoader workers (its daemon children) as it exits: Python would SIGTERM them, which they
+    ignore, and wait for ever, so a run failing while they live (an unreadable image, say) would never end."""
     for child in multiprocessing.active_children():
         if child.daemon:
             child.kill()

@@ -1,5 +1,4 @@
-"""The trained model as an ONNX file that onnxruntime runs (export.py): written by PyTorch's exporter, then run by
-onnxruntime on a batch whose outputs are checked against PyTorch's on the same batch."""
+"""The trained model as an ONNX file (export.py): PyTorch's export, run in onnxruntime and checked against PyTorch."""
 
 import importlib.util
 import logging
@@ -16,8 +15,7 @@ from machinery.settings import load_run_settings
 
 # What export.py needs beyond requirements.txt: requirements-export.txt installs them.
 EXPORT_PACKAGES = ("onnx", "onnxscript", "onnxruntime")
-# The largest difference allowed between onnxruntime's outputs and PyTorch's on the same batch: both compute in
-# float32, with kernels that round differently (measured on the templates' models: below 1e-5).
+# The largest difference allowed from PyTorch's outputs: float32 kernels round differently (templates' models: < 1e-5).
 TOLERANCE = 1e-4
 
 
@@ -38,19 +36,16 @@ def export_onnx(
     path: Path,
     dynamic: dict[int, str] | None = None,
 ) -> float:
-    """Write ``model`` (on the CPU, in eval mode) to ``path`` as ONNX, then run the file with onnxruntime on
-    ``inputs`` and return the largest difference from PyTorch's output; above ``TOLERANCE`` the export stops.
-
-    The model's forward takes the inputs in the order of ``inputs``, which names them, and returns one tensor,
-    named ``output``. ``dynamic`` names the inputs' dimensions of any size besides the batch (dimension 0)."""
+    """Write ``model`` (on the CPU, in eval mode) to ``path`` as ONNX, run it with onnxruntime on ``inputs`` and return
+    the largest difference from PyTorch's output, stopping above ``TOLERANCE``. The forward takes the named ``inputs``
+    in order and returns one tensor, ``output``; ``dynamic`` names input dimensions of any size but the batch (0)."""
     import onnxruntime  # requirements-export.txt's: imported once require_export_packages() has checked
 
     model = model.cpu().eval()
     axes = {0: "batch", **(dynamic or {})}
     path.parent.mkdir(parents=True, exist_ok=True)
-    # The exporter's warnings that concern neither these models nor the user: it prefers dynamic_shapes to
-    # dynamic_axes (which it turns into them, naming the ONNX file's dimensions), and torchvision's detection
-    # operators lack type annotations.
+    # Exporter warnings that concern neither these models nor the user: it prefers dynamic_shapes to dynamic_axes
+    # (which it turns into them, naming the ONNX file's dimensions); torchvision's detection operators lack annotations.
     logging.getLogger("torch.onnx._internal.exporter._schemas").setLevel(logging.ERROR)
     with warnings.catch_warnings():
         warnings.filterwarnings("ignore", message=".*'dynamic_axes' is not recommended")

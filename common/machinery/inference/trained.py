@@ -35,14 +35,12 @@ def newest_model(output_dir: str) -> Path:
 def load_trained(
     checkpoint: Path, config_class: type[Settings], network: str = "model"
 ) -> tuple[Settings, dict[str, torch.Tensor]]:
-    """The config of the run ``checkpoint`` belongs to (a ``config_class``), and the weights of its ``network`` (a
-    best model holds them alone; a training checkpoint, among the rest of the training's state: their average
-    where the run kept one)."""
+    """The config (a ``config_class``) of the run ``checkpoint`` belongs to, and its ``network``'s weights: a best model
+    holds them alone, a training checkpoint among the training's state (with ema, their average, as best models do)."""
     lock = checkpoint.parent / "config-lock.yaml"
     if not lock.is_file():
         raise SystemExit(f"{checkpoint} must be in its run directory, beside {lock.name}")
     saved = read_checkpoint(checkpoint)
-    # A training checkpoint of a run that averaged the weights (ema): the average, as its best models hold.
     return load_config(lock, config_class), saved.get(f"ema_{network}", saved.get(network, saved))
 {% if flags.eval_metric %}
 

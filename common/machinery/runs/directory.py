@@ -1,11 +1,7 @@
 {% import "flags.j2" as flags with context %}
-"""The run directory: a new one, or the interrupted run's, which the same command continues (preemption.py).
-
-A run is the same when its ``config-lock.yaml`` matches the config, except for the keys in ``MAY_CHANGE``.
-A run that finished is not trained again; one that stopped continues from its newest complete checkpoint.
-A command holds its run directory while it trains (files.hold): the same command run again meanwhile
-stops at once.
-"""
+"""The run directory: a new one, or the interrupted run's, which the same command continues (preemption.py) when its
+``config-lock.yaml`` matches the config but for ``MAY_CHANGE``. A finished run is not trained again; a stopped one
+continues from its newest complete checkpoint. A command holds its run directory while it trains (files.hold)."""
 
 import errno
 import json
@@ -22,8 +18,7 @@ import yaml
 from machinery.runs.files import Unusable, hold, {{ "newest_intact, " if cookiecutter.save_training }}read_run_file, release_run_dir, write_whole
 from machinery.settings import RunSettings, as_dict
 
-# Config keys that may differ between a run and the command that continues it: none changes what the
-# iterations already trained would have been. A larger max_epochs trains a finished run longer.
+# Keys a continuing command may change: none alters the iterations trained. A larger max_epochs trains longer.
 MAY_CHANGE = ("max_epochs", "log_every_iters", "save_every_iters", "n_saved", "limit_sec", "num_workers")
 # How the run ended: stopped (to continue), finished (preemption.setup_clean_stop), failed or aborted (record_failure).
 STATUS_FILE = "status.yaml"
@@ -41,9 +36,8 @@ class _Current:
 
 
 def setup_run_dir(config: RunSettings) -> tuple[Path, Path | None, str, list[str]]:
-    """The run directory of the last run of this config if it can continue, else a new one (rank 0 decides): the
-    directory, the checkpoint it continues from (None for a new run), why it has finished if it has (then there is
-    nothing to train), and what was found unreadable on the way, for the log."""
+    """The last run of this config if it can continue, else a new one (rank 0 decides): the directory, the checkpoint
+    it continues from (None if new), why it finished if it has (nothing to train), and unreadable files, for the log."""
     found = ""
     if idist.get_rank() == 0:
         release_run_dir()  # a previous run's, in this process (a notebook, a test)
@@ -52,7 +46,6 @@ def setup_run_dir(config: RunSettings) -> tuple[Path, Path | None, str, list[str
             found = json.dumps([*(_find_run(config, notes) or _new_run(config)), notes])
         except Unusable as error:
             found = json.dumps({"unusable": str(error)})
-    # Every process needs the same answer.
     answer = json.loads(idist.broadcast(found, src=0))
     if "unusable" in answer:
         raise SystemExit(answer["unusable"])  # the message alone: no traceback
@@ -120,9 +113,7 @@ def write_status(run_dir: Path, **outcome: Any) -> None:
 
 def run_recorded(local_rank: int, run: Callable[[int, RunSettings], None], config: RunSettings) -> None:
     """``run(local_rank, config)``; an error that ends it is recorded in the run directory, then raised again.
-
-    {{ "Fixed (the data, say), the same command continues the run from its newest checkpoint." if cookiecutter.save_training else "With no training checkpoints (save_training is off), the same command starts a new run." }}
-    """
+    {{ "Fixed (the data, say), the same command continues the run from its newest checkpoint." if cookiecutter.save_training else "With no training checkpoints (save_training is off), the same command starts a new run." }}"""
     _Current.path = None  # a previous run's, in this process (a notebook, a test)
     try:
         run(local_rank, config)
@@ -135,10 +126,8 @@ def run_recorded(local_rank: int, run: Callable[[int, RunSettings], None], confi
 
 
 def record_failure(run_dir: Path, error: BaseException) -> None:
-    """Log the error in ``training.log`` with its traceback, and record it in ``status.yaml``: failed,
-    aborted (a second stop signal), or stopped (a full disk). Each process that fails logs its error;
-    status.yaml keeps this command's first, a full disk's stop included (the others' often follow from it: a peer
-    gone from a collective)."""
+    """Log the error with its traceback in ``training.log``; record it in ``status.yaml``: failed, aborted (a second
+    stop signal) or stopped (a full disk). status.yaml keeps this command's first (later ones often follow from it)."""
     message = str(error).strip()
     # A DataLoader worker's error holds the worker's traceback, whose last line is the error itself.
     worker = "Original Traceback" in message

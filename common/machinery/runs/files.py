@@ -1,7 +1,6 @@
 {% import "flags.j2" as flags with context %}
-"""The files of a run directory: the hold of the command that trains there, files written whole and read with
-care, and the training checkpoints, by name and intact (directory.py decides which directory a command trains in).
-"""
+"""A run directory's files: the training command's hold on it, files written whole and read with care, and the
+training checkpoints, by name and intact (directory.py picks the directory)."""
 
 {% if flags.save_checkpoints %}
 import errno
@@ -54,8 +53,7 @@ def release_run_dir() -> None:
 
 
 def hold(run_dir: Path) -> None:
-    """Hold ``run_dir`` for this process, or raise Unusable naming the process that holds it. The hold ends
-    with the process, however it ends (kill -9 included), or with release_run_dir."""
+    """Hold ``run_dir`` till the process ends (kill -9 too) or release_run_dir, or raise Unusable naming its holder."""
     if fcntl is None:
         return
     file = open(run_dir / RUN_HOLD, "a+")  # noqa: SIM115  (open while this process trains: release_run_dir)
@@ -90,8 +88,7 @@ def read_run_file(path: Path, notes: list[str]) -> dict | None:
 
 
 def write_whole(path: Path, text: str) -> None:
-    """Write ``path`` as the checkpoints are: to a temporary file, renamed once complete. A process killed
-    meanwhile, or a full disk, leaves the previous file whole, never half of the new one."""
+    """Write ``path`` via a temporary file renamed once complete: a kill or a full disk never leaves half a file."""
     with tempfile.NamedTemporaryFile("w", dir=path.parent, prefix=f".{path.name}.", delete=False) as temporary:
         try:
             temporary.write(text)
@@ -105,8 +102,7 @@ def write_whole(path: Path, text: str) -> None:
 
 
 def checkpoint_name(filename_prefix: str, iteration: int | str) -> str:
-    """The file name of the training checkpoint of ``iteration`` (ignite's Checkpoint names it so; "*": the
-    pattern of them all)."""
+    """The file name ignite's Checkpoint gives the training checkpoint of ``iteration`` ("*": the pattern of all)."""
     return f"{filename_prefix}_checkpoint_{iteration}.pt"
 
 
@@ -116,11 +112,8 @@ def saved_at(save_training: Checkpoint, iteration: int) -> bool:
 
 
 def saved_training_checkpoints(run_dir: Path, filename_prefix: str) -> list[tuple[int, Path]]:
-    """The complete training checkpoints in ``run_dir``, as (iteration, path), oldest first.
-
-    DiskSaver writes each to a temporary file that it renames when complete: a file of this name that
-    is not a whole zip archive (as torch.save writes) was not written by it, and is left out.
-    """
+    """The complete training checkpoints in ``run_dir``, as (iteration, path), oldest first. DiskSaver renames each
+    once complete: a file of this name that is not a whole zip archive (as torch.save writes) is left out."""
     prefix, suffix = checkpoint_name(filename_prefix, "*").split("*")
     paths = Path(run_dir).glob(f"{prefix}*{suffix}")
     names = {path: path.name.removeprefix(prefix).removesuffix(suffix) for path in paths}
@@ -129,8 +122,7 @@ def saved_training_checkpoints(run_dir: Path, filename_prefix: str) -> list[tupl
 
 
 def newest_intact(run_dir: Path, filename_prefix: str, notes: list[str]) -> Path | None:
-    """The newest training checkpoint whose contents are intact; one that is not (a whole file, but with
-    bytes changed since it was written) is renamed ``*.corrupt`` and noted. None when none was saved."""
+    """The newest intact training checkpoint (a damaged one is renamed ``*.corrupt`` and noted); None if none saved."""
     saved = saved_training_checkpoints(run_dir, filename_prefix)
     for _, path in reversed(saved):
         with zipfile.ZipFile(path) as archive:
@@ -163,8 +155,7 @@ class _ByteCount:
 
 
 def raise_if_disk_full(checkpoint: Any, path: Path, error: Exception) -> None:
-    """After writing ``path`` failed (torch.save says only "unexpected pos"): if its disk lacks the space, raise
-    an OSError (ENOSPC) naming the file and the space (record_failure then records the run as stopped)."""
+    """After saving ``path`` failed (torch.save says only "unexpected pos"): raise ENOSPC if its disk lacks space."""
     for leftover in path.parent.glob("tmp*"):  # DiskSaver's temporary file, if closing it failed too
         if re.fullmatch(r"tmp[a-z0-9_]{8}", leftover.name):
             leftover.unlink()
@@ -181,11 +172,9 @@ def raise_if_disk_full(checkpoint: Any, path: Path, error: Exception) -> None:
 
 
 def read_checkpoint(path: Path) -> dict[str, Any]:
-    """What a checkpoint file holds, loaded with ``weights_only``: tensors and plain Python values only, so that a
-    checkpoint from someone else holds no code that loading it would run."""
+    """A checkpoint file's contents, loaded ``weights_only``: loading one from someone else runs no code."""
 {% if cookiecutter.deterministic %}
-    # DeterministicEngine saves NumPy's random state with the trainer: allow exactly the types of its
-    # array (the function NumPy unpickles an array with, the array, its dtype and dtype class).
+    # DeterministicEngine saves NumPy's random state: allow its array's types (unpickler, array, dtype, dtype class).
     numpy_key = np.random.get_state()[1]
     torch.serialization.add_safe_globals([numpy_key.__reduce__()[0], np.ndarray, np.dtype, type(numpy_key.dtype)])
 {% endif %}

@@ -1,11 +1,7 @@
 {% import "flags.j2" as flags with context %}
-"""Runs that survive preemption: a clean stop on SIGTERM or Ctrl-C, and the same command continues the run.
-
-Spot and preemptible machines, Slurm and Kubernetes send SIGTERM some 30 s before they kill; Ctrl-C sends
-SIGINT. On the first, every process finishes its iteration, all stop at the same one, rank 0 saves a
-training checkpoint, and the command exits with status 128 + the signal's number. The same command run
-again finds that run (its ``config-lock.yaml`` matches) and continues it, from its newest complete checkpoint.
-"""
+"""Runs that survive preemption: a clean stop on SIGTERM (sent some 30 s before a kill by spot machines, Slurm,
+Kubernetes) or Ctrl-C. All processes stop at the same iteration, a training checkpoint is saved, the command exits
+with 128 + the signal's number, and the same command continues the run from its newest complete checkpoint."""
 
 {% if not flags.xla %}
 import atexit
@@ -52,8 +48,7 @@ class StopRequest:
     pass_on: Callable[[int], None] | None = None  # a TPU launcher's: passes a stop on to its replicas
 {% endif %}
     handled_in = 0  # the process whose stop signals catch_stop_signals handles (a forked child's are its own)
-    # With several processes: whether any of them was asked to stop, as of the last loss reading, where they
-    # agree on it (handlers.read_losses).
+    # With several processes: whether any was asked to stop, as agreed at the last loss reading (handlers.read_losses).
     agreed = False
 
 
@@ -62,11 +57,8 @@ STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT)
 
 
 def catch_stop_signals() -> None:
-    """Turn the first SIGTERM or SIGINT into a stop request; one more, a second or more later, aborts at once.
-
-    Signals within a second of the first are the same request: a terminal, a launcher (torchrun, or the
-    process that spawned this one) and a job scheduler may each deliver it.
-    """
+    """Turn the first SIGTERM or SIGINT into a stop request; one more, a second or more later, aborts at once. Signals
+    within a second are the same request (a terminal, a launcher and a job scheduler may each deliver it)."""
     if threading.current_thread() is not threading.main_thread():
         return  # a TPU replica's training thread, where Python cannot handle signals: its launcher passes them on
     if STOP.handled_in == os.getpid():
@@ -84,8 +76,7 @@ def catch_stop_signals() -> None:
             if STOP.pass_on is not None:  # a TPU launcher's replicas (replicas.launch_replicas)
                 STOP.pass_on(signum)
 {% endif %}
-            # The training processes this one started (spawn) stop too. DataLoader workers, also children,
-            # ignore it (loaders.ignore_stop_signals).
+            # The training processes this one spawned stop too (DataLoader workers: loaders.ignore_stop_signals).
             for child in multiprocessing.active_children():
                 os.kill(child.pid, signal.SIGTERM)
 
@@ -120,12 +111,9 @@ def exit_if_stopped() -> None:
 
 
 def end_process(status: int) -> NoReturn:
-    """End a training process with ``status`` once its exit handlers have run (the log file, the tracker).
-
-    Not through the interpreter's shutdown: gloo's worker threads outlive ``destroy_process_group`` here
-    (torch 2.9), and one still finishing a collective when the interpreter shuts down aborts the process
-    after training that succeeded ("terminate called without an active exception", SIGABRT).
-    """
+    """End a training process with ``status`` once its exit handlers have run (the log file, the tracker). Not through
+    the interpreter's shutdown: gloo's worker threads outlive ``destroy_process_group`` (torch 2.9), and one still in
+    a collective then aborts a successful run ("terminate called without an active exception", SIGABRT)."""
     atexit._run_exitfuncs()  # what the interpreter's shutdown would run first
     sys.stdout.flush()
     sys.stderr.flush()
@@ -141,15 +129,10 @@ def setup_clean_stop(
     save_training: Checkpoint,
 {% endif %}
 ) -> None:
-    """Stop all processes at the same iteration once one is asked to, save a checkpoint, record how the run ended.
-
-    With one process the check is free and follows every iteration and each epoch's end. With several, they
-    agree where they read the losses anyway, every ``log_every_iters`` iterations: each one's vote travels
-    in the same collective and the same device read as the losses (handlers.read_losses).
-    """
+    """Stop all processes at the same iteration once one is asked to, save a checkpoint, record how the run ended. With
+    several processes they agree every ``log_every_iters``, voting in the losses' read (handlers.read_losses)."""
     world_size = idist.get_world_size()
 {% if cookiecutter.limit_sec | int > 0 %}
-    # Each command trains for limit_sec at most, and the same command continues.
     STOP.limit_sec, STOP.deadline = config.limit_sec, time.monotonic() + config.limit_sec
 {% endif %}
     trainer.state.stop_reason = None
@@ -176,8 +159,7 @@ def setup_clean_stop(
         else:
             status, reason = "finished", "a handler ended it (early stopping, a NaN loss)"
 {% if cookiecutter.save_training %}
-        # A stopped run saves where it stopped, unless it saved there already (every process keeps the list
-        # of files saved, and every process takes part in saving).
+        # Save where it stopped unless saved there already (every process keeps the list of saves and takes part).
         if status == "stopped" and not saved_at(save_training, state.iteration):
             save_training(engine)
         engine.logger.info("Last training checkpoint: %s", save_training.last_checkpoint)

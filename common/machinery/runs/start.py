@@ -23,8 +23,7 @@ from machinery.tpu.xla import check_replicas
 
 
 class Run(NamedTuple):
-    """This process's run: where it writes (config, checkpoints, ...), the logger of its ``training.log``, and the
-    checkpoint it continues from when it continues a stopped run (preemption.py)."""
+    """This process's run: its directory, the logger of its ``training.log``, the checkpoint it continues from."""
 
     run_dir: Path
     logger: logging.Logger
@@ -61,14 +60,10 @@ def start_run(config: RunSettings) -> Run:
 
 
 class _AboveProgressBar:
-    """The log's console stream: each record goes above the live progress bar, on a line of its own.
-
-    Written straight to stderr, a record would land in the middle of the bar's line and leave a stale
-    copy of the bar above.
-    """
+    """The log's console stream: tqdm.write puts each record above the live progress bar, on a line of its own (written
+    straight to stderr, it would land mid-bar and leave a stale copy of the bar above)."""
 
     def write(self, text: str) -> None:
-        # tqdm.write clears the bar, prints, then draws the bar again below.
         tqdm.write(text, file=sys.stderr, end="")
 
     def flush(self) -> None:
@@ -85,7 +80,6 @@ def setup_logging(run_dir: Path) -> logging.Logger:
         stream=_AboveProgressBar(),
         filepath=run_dir / "training.log",
         distributed_rank=idist.get_rank(),
-        # A second run in the same process (a notebook, a test) logs to its own run directory: without
-        # reset, ignite hands back the first run's logger, still writing to the first training.log.
+        # Without reset, a second run in this process (a notebook, a test) gets the first's logger and training.log.
         reset=True,
     )

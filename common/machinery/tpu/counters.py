@@ -1,5 +1,4 @@
-"""The XLA counters of a TPU run: compilations, device-to-host transfers and CPU fallbacks per epoch, in
-``xla_metrics.json`` (the README's "Check that nothing recompiles")."""
+"""A TPU run's XLA counts per epoch (compilations, device-to-host transfers, CPU fallbacks) in ``xla_metrics.json``."""
 
 import json
 import logging
@@ -16,19 +15,14 @@ def _xla_count(name: str) -> int:
 
 
 def _cpu_fallbacks() -> dict[str, int]:
-    """How often each PyTorch operation without an XLA lowering has run on the CPU, so far."""
-    # `.item()` counts as aten::_local_scalar_dense: a read (a transfer), not an operation run on the CPU.
+    """CPU runs so far of each PyTorch op without an XLA lowering (not .item()'s _local_scalar_dense: a read)."""
     names = (name for name in met.counter_names() if name.startswith("aten::") and "_local_scalar" not in name)
     return {name: met.counter_value(name) for name in names}
 
 
 def setup_xla_metrics(trainer: Engine, run_dir: Path, logger: logging.Logger) -> None:
-    """Count XLA compilations, device-to-host transfers and CPU fallbacks per epoch; write ``xla_metrics.json``.
-
-    A healthy XLA loop stops compiling after the first epoch or two and reads from the device only at the
-    logging interval; an operation torch_xla cannot compile runs on the CPU, a transfer each time. Training
-    and the work at each epoch end (evaluation, samples, checkpoint) are counted apart: attach this first.
-    """
+    """Count XLA compilations, device-to-host transfers and CPU fallbacks per epoch (epoch-end work apart: attach first)
+    in ``xla_metrics.json``. A healthy loop stops compiling after an epoch or two and reads the device only to log."""
     counts: dict[str, list] = {
         "compilations_per_epoch": [],
         "device_to_host_transfers_per_epoch": [],

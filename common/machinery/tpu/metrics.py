@@ -1,5 +1,4 @@
-"""The eval metrics on the TPU: their state kept on the device as the evaluation runs, then summed across the
-replicas and read in one transfer at its end, for any ignite metric whose state ignite sums."""
+"""The eval metrics on the TPU: state kept on the device, summed across replicas and read in one transfer at the end."""
 
 import functools
 import inspect
@@ -14,15 +13,9 @@ from ignite.metrics import Metric
 
 
 def read_once(evaluator: Engine, metrics: list[Metric]) -> None:
-    """At the end of each evaluation, sum the state of ``metrics`` (each metric the evaluation updates, its state
-    on the device already) over the replicas on the device and read it in one transfer; each metric then computes
-    its value on the CPU.
-
-    ignite's own ``compute`` reads each tensor of each metric apart, and all-reduces each on several replicas: a
-    wait for the TPU each. A metric whose state ignite does not sum (one that gathers its outputs, or takes a
-    maximum), or keeps it on the CPU, is left to ignite. Attach this before the metrics: it runs before their
-    ``compute``.
-    """
+    """At each evaluation's end, sum the device state of ``metrics`` over the replicas and read it in one transfer, not
+    a TPU wait per tensor as in ignite's ``compute``; metrics whose state ignite does not sum (gathered, a maximum) or
+    keeps on the CPU are left to ignite. Attach this before the metrics: it runs before their ``compute``."""
     replicas = idist.get_world_size() > 1
     summed = [(metric, names) for metric in metrics if (names := _summed_state(metric)) and _on_tpu(metric, names)]
     for metric, _ in summed if replicas else ():
@@ -39,9 +32,8 @@ def read_once(evaluator: Engine, metrics: list[Metric]) -> None:
         groups = [sorted(group, key=lambda entry: not isinstance(entry[2], torch.Tensor)) for group in groups if group]
         if not groups:
             return
-        # Ends the evaluation's last graph, the last batch's in it: its slice of real rows differs between replicas,
-        # and a collective must be in a program that every replica runs alike. Left pending, it would also join the
-        # next training step's graph and make it a program of its own.
+        # Ends the last batch's graph (its real rows differ between replicas): a collective needs a program every
+        # replica runs alike, and left pending it would join the next training step's graph, a program of its own.
         torch_xla.sync()
         packed = [_packed(group) for group in groups]
         if replicas:
@@ -61,8 +53,7 @@ def read_once(evaluator: Engine, metrics: list[Metric]) -> None:
 
 
 def _summed_state(metric: Metric) -> tuple[str, ...] | None:
-    """The names of the state that ignite's ``compute`` sums over the processes (the attributes its
-    ``sync_all_reduce`` names), or None where it reduces otherwise or not at all."""
+    """State ignite's ``compute`` sums (its ``sync_all_reduce`` names); None if it reduces otherwise or not at all."""
     compute = type(metric).compute
     if not hasattr(compute, "__wrapped__"):
         return None

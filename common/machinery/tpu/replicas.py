@@ -1,14 +1,7 @@
 {% import "flags.j2" as flags with context %}
-"""The TPU launcher and its replicas: a stop signal to ``python main.py`` stops the replicas cleanly, and a
-replica that fails ends them all.
-
-Each replica trains in a thread (or, on a TPU VM, in a process of its own), where Python cannot handle
-signals: the launcher catches them and passes a stop on through a folder the replicas inherit. When nothing
-was trained since the last checkpoint (or the start) but the command's first iteration, it ends them and
-itself at once instead: on a TPU, that first iteration compiles, for longer than a preemption notice may last.
-A replica whose run fails (a full disk at replica 0's checkpoint, say) says so in the folder: the others would
-wait for it in their next collective for ever, so the launcher ends them.
-"""
+"""The TPU launcher and its replicas, threads or TPU VM processes that cannot handle signals: the launcher passes a stop
+on through a folder they inherit, or ends them at once if only the first, compiling iteration (it may outlast a
+preemption notice) is unsaved; a failed replica says so there, and the launcher ends the rest."""
 
 import contextlib
 import multiprocessing
@@ -37,24 +30,16 @@ from machinery.runs.files import saved_at
 {% endif %}
 from machinery.runs.preemption import STOP, STOP_SIGNALS
 
-# The folder where the launcher and its replicas meet (inherited by the replicas).
-REPLICAS_FOLDER = "TRAINING_REPLICAS_FOLDER"
-# In that folder while replica 0 has trained iterations that no checkpoint holds yet.
-UNSAVED = "unsaved"
-# In that folder once a replica's run failed: which replica, and its error.
-FAILED = "failed"
-# How long the launcher lets the other replicas end on their own after one failed (all fail alike, from a bad
-# config, say), before it ends those that wait for it.
+REPLICAS_FOLDER = "TRAINING_REPLICAS_FOLDER"  # where the launcher and its replicas meet (inherited)
+UNSAVED = "unsaved"  # there while replica 0 has trained iterations that no checkpoint holds yet
+FAILED = "failed"  # there once a replica's run failed: which replica, and its error
+# Seconds the others get to end on their own after a replica failed (a bad config fails all) before they are ended.
 FAILED_GRACE_SECONDS = {{ flags.failed_replica_grace_s }}
 
 
 def launch_replicas(launch: Callable[[], None]) -> None:
-    """Call ``launch`` (torch_xla.launch) in a thread, with this process's stop signals passed on to the replicas.
-
-    The replicas start with the stop signals ignored (inherited from this process) and read a stop from a
-    file this process writes; its own handlers (preemption.catch_stop_signals) come back once the replicas
-    have all started (replicas_started).
-    """
+    """Call ``launch`` (torch_xla.launch) in a thread; the replicas inherit the stop signals ignored and read a stop
+    from a file this process writes. Its handlers (catch_stop_signals) return once all started (replicas_started)."""
     folder = Path(tempfile.mkdtemp())
     os.environ[REPLICAS_FOLDER] = str(folder)
     STOP.pass_on = _pass_on
@@ -96,8 +81,7 @@ def _pass_on(signum: int) -> None:
 
 
 def stop_at_once(signum: int) -> NoReturn:
-    """End the replicas and this process now: nothing was trained since the last checkpoint (or the start), so
-    there is nothing to save, and the iteration under way may be a first compilation of minutes."""
+    """End the replicas and this process now: nothing is unsaved, and the current iteration may compile for minutes."""
     _kill_replica_processes()
     reason = f"{signal.Signals(signum).name}, with nothing trained since the last checkpoint: stopped at once"
     folder = Path(os.environ[REPLICAS_FOLDER])
@@ -115,8 +99,7 @@ def stop_at_once(signum: int) -> NoReturn:
 def replica_failed(error: BaseException) -> None:
     """From a replica whose run failed (recorded in its run directory): tell the launcher, the first time."""
     if REPLICAS_FOLDER in os.environ:
-        # The file exists: another replica's failure came first. A full disk: the file, if made, still tells the
-        # launcher (the error is in training.log).
+        # OSError: another replica failed first (the file exists), or a full disk (an empty file still tells).
         with contextlib.suppress(OSError), open(Path(os.environ[REPLICAS_FOLDER]) / FAILED, "x") as report:
             report.write(f"Replica {idist.get_rank()} failed:\n{''.join(format_exception(error))}")
 
@@ -162,9 +145,8 @@ def follow_launcher(
 
     @trainer.on(Events.ITERATION_STARTED)
     def note_training(engine: Engine) -> None:
-        # From this command's second iteration on, work is under way that a stop must save. Not during its
-        # first: that one compiles (for minutes on a TPU), and a stop then loses one iteration at most. The
-        # other replicas may be an iteration ahead of replica 0: they wait for its gradients at each step.
+        # From the command's second iteration on, a stop must save; the first compiles (minutes on a TPU), and a
+        # stop then loses it at most. Other replicas may be an iteration ahead of replica 0: they await its gradients.
         if engine.state.iteration > engine.state.first_iteration:
             unsaved.touch()
 

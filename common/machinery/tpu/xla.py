@@ -1,9 +1,6 @@
 {% import "flags.j2" as flags with context %}
 """TPU training with torch_xla: ignite 0.5.5 compatibility, replica launch, replicas alike, device loaders.
-
-Importing this module adds back the torch_xla names that ignite 0.5.5 calls (see ``add_removed_names``):
-launch.py imports it before ignite asks torch_xla anything.
-"""
+Importing it adds back the torch_xla names ignite 0.5.5 calls (launch.py imports it before ignite uses torch_xla)."""
 
 import logging
 import sys
@@ -28,8 +25,7 @@ from machinery.runs.preemption import catch_stop_signals, exit_if_stopped
 from machinery.settings import RunSettings
 from machinery.tpu.replicas import launch_replicas, replica_failed
 
-# torch_xla 2.7 removed these names of torch_xla.core.xla_model in favour of torch_xla.runtime; ignite
-# 0.5.5's xla-tpu backend still calls them, so every idist call on a TPU would fail with AttributeError.
+# Removed from xla_model in torch_xla 2.7 (now torch_xla.runtime's), still called by ignite 0.5.5's xla-tpu backend.
 REMOVED_NAMES = {
     "xrt_world_size": xr.world_size,
     "get_ordinal": xr.global_ordinal,
@@ -49,12 +45,8 @@ add_removed_names()
 
 
 def launch(run: Callable[[int, RunSettings], None], config: RunSettings) -> None:
-    """Start one replica per TPU device and call ``run(local_rank, config)`` in each.
-
-    Not ``idist.Parallel(backend="xla-tpu", nproc_per_node=8)``: ignite would call ``xmp.spawn(nprocs=8)``,
-    which PJRT refuses (torch_xla >= 2.6 takes one replica per device or 1). ``torch_xla.launch`` starts
-    one per device, and each replica compares the count with ``nproc_per_node`` (``check_replicas``).
-    """
+    """Call ``run(local_rank, config)`` in one replica per TPU device (torch_xla.launch): ignite's own
+    ``xmp.spawn(nprocs=8)`` is refused by PJRT (torch_xla >= 2.6 takes one per device, or 1); see check_replicas."""
     catch_stop_signals()  # a stop signal to this process stops the replicas cleanly (replicas.py)
     launch_replicas(lambda: torch_xla.launch(_xla_replica, args=(run, config)))
     exit_if_stopped()
@@ -74,7 +66,6 @@ def check_replicas(config: RunSettings, logger: logging.Logger) -> None:
     """Say so when the TPU device count differs from ``nproc_per_node``: training goes on, on what is there."""
     world_size = idist.get_world_size()
     if world_size != config.nproc_per_node:
-        # Colab's TPUs (v5e-1, v6e-1) have one chip.
         logger.warning(
             "Expected %d TPU replicas (nproc_per_node) but this runtime has %d device(s): training on %d "
             "replica(s). A TPU v5e-1 (Colab) has one chip; Kaggle's TPU v5e-8 and 8-chip TPU VMs have eight.",
@@ -85,8 +76,7 @@ def check_replicas(config: RunSettings, logger: logging.Logger) -> None:
 
 
 def start_alike(*models: torch.nn.Module, buffers_only: bool = False) -> None:
-    """Give every replica replica 0's weights (each initialised its own, seeded by rank: start_run), or its
-    buffers only (BatchNorm's statistics follow each replica's batches)."""
+    """Give every replica replica 0's weights (each seeded its own by rank), or its buffers only (BatchNorm's stats)."""
     for model in models if idist.get_world_size() > 1 else ():
         tensors = [*model.buffers()] if buffers_only else [*model.parameters(), *model.buffers()]
         if tensors:
@@ -95,8 +85,7 @@ def start_alike(*models: torch.nn.Module, buffers_only: bool = False) -> None:
 
 
 def device_loader(loader: Any) -> Any:
-    """A loader on the TPU, in torch_xla's MpDeviceLoader, which copies the next batches while a step runs{{ ".
-    An eval loader's (loaders.EvalShard) batches come padded to one shape: ``(batch, number of real rows)``" if flags.eval_metric }}."""
+    """The loader on the TPU (MpDeviceLoader){{ "; an EvalShard's batches padded: ``(batch, real rows)``" if flags.eval_metric }}."""
 {% if flags.eval_metric %}
     if isinstance(loader.sampler, EvalShard):
         return _eval_device_loader(loader)
@@ -109,13 +98,9 @@ def device_loader(loader: Any) -> Any:
 
 
 class _TrainingBatches(pl.MpDeviceLoader):
-    """The training batches on the TPU, without the device loader's sync before each batch.
-
-    The training step ends with its own sync (engine.py): a second one, with nothing left to run, waits for the
-    TPU to finish the step, so the host could not trace the next step while the TPU runs this one (measured on
-    the XLA CPU device: 23-27% of the host's time a step). What is pending at a pass's start (weights copied to
-    the device, a checkpoint loaded) runs there, apart from the steps, as before.
-    """
+    """Training batches on the TPU without the device loader's per-batch sync: the step ends with its own (engine.py),
+    and a second would wait for the TPU to finish it, so the host could not trace the next step meanwhile (23-27% of
+    host time a step on the XLA CPU device). Work pending at a pass's start (weights, a checkpoint) syncs first."""
 
     def __iter__(self) -> Iterator[Any]:
         torch_xla.sync()
@@ -124,11 +109,8 @@ class _TrainingBatches(pl.MpDeviceLoader):
 
 
 class _PadToBatchSize:
-    """A collate function whose batches all have ``batch_size`` rows, each with its number of real rows.
-
-    A short last batch repeats its first sample: the model then runs one compiled program whatever the eval
-    set's length (a batch of another shape would be compiled anew); the metrics score the real rows only.
-    """
+    """A collate function: ``batch_size`` rows and the number of real ones. A short last batch repeats its first sample,
+    so one compiled program serves any eval set length (another shape compiles anew); metrics score real rows only."""
 
     def __init__(self, collate_fn: Callable[[list[Any]], Any], batch_size: int) -> None:
         self.collate_fn = collate_fn
@@ -141,8 +123,7 @@ class _PadToBatchSize:
 
 
 def _eval_device_loader(loader: Any) -> pl.MpDeviceLoader:
-    """The eval loader on the TPU, its batches padded to one shape: ``(batch, number of real rows)``. The
-    DataLoader is rebuilt with the same dataset, sampler (a replica's shard), settings and a padding collate."""
+    """The eval loader rebuilt (same dataset, shard and settings) with a padding collate, on the TPU."""
     loader = getattr(loader, "_loader", loader)  # on several replicas, ignite has wrapped it already
     if loader.batch_size is None:
         raise ValueError("an eval loader on the TPU needs a DataLoader with a batch_size, not a batch_sampler")

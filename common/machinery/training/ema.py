@@ -15,19 +15,16 @@ from torch import nn
 def setup_ema(
     trainer: Engine, evaluator: Engine, model: nn.Module, momentum: float
 ) -> tuple[nn.Module, Callable[[Engine], None]]:
-    """Average ``model``'s weights after each iteration (each adds ``momentum`` of them) and evaluate the average.
-
-    The evaluation's start swaps the average's weights into the model; the handler returned swaps them back:
-    attach it at the evaluation's end after those that save the model (the best models), which then save the
-    average. Returns the averaged model (for the training checkpoints) and that handler.
-    """
+    """Average ``model``'s weights after each iteration (each adds ``momentum`` of them) and evaluate the average: the
+    evaluation's start swaps it into the model; the returned handler swaps back (attach it at the evaluation's end,
+    after the best models' saving). Returns the averaged model (for the training checkpoints) and that handler."""
     ema = EMAHandler(model, momentum=momentum)
     vars(ema.ema_model).pop("forward", None)  # a compiled forward (Backend.prepare) runs the model, not the copy
     # Constant momentum: nothing but the average itself to restore when a stopped run continues.
     ema.attach(trainer, name="ema_momentum", warn_if_exists=False)
 {% if flags.xla %}
-    # The update is a program of its own, the same at every iteration: left pending, it would join whatever runs
-    # next (the next step, a checkpoint's read, the evaluation), a program for each.
+    # The update, synced as its own program: left pending, it would join whatever runs next (the step, a checkpoint's
+    # read, the evaluation), a program for each.
     trainer.add_event_handler(Events.ITERATION_COMPLETED, lambda: torch_xla.sync())
 {% endif %}
 

@@ -1,6 +1,5 @@
 {% import "flags.j2" as flags with context %}
-"""The engine around every training step: the losses it returns, one vector on the device; a new shuffle of the
-data per pass{{ "; the random state seeded per iteration, and per batch where the data are read (deterministic)" if cookiecutter.deterministic }}."""
+"""The training engine: step losses as one device vector, a data shuffle per pass{{ "; seeded per iteration and batch" if cookiecutter.deterministic }}."""
 
 {% if cookiecutter.deterministic %}
 import random
@@ -36,28 +35,23 @@ class StepLosses(NamedTuple):
 
 
 def training_engine(train_step: Callable[[Engine, Any], dict[str, torch.Tensor]]) -> Engine:
-    """The engine that runs ``train_step`` on each batch.
-
-    ``train_step`` returns its losses as a dict of tensors; the engine's output stacks them into one
-    vector, on the device, so that ``handlers.setup_handlers`` reads them all in one transfer.
-    """
+    """The engine that runs ``train_step`` on each batch, its dict of losses stacked into one vector on the device:
+    ``handlers.setup_handlers`` reads them all in one transfer."""
 
     def step_with_stacked_losses(engine: Engine, batch: Any) -> StepLosses:
         losses = train_step(engine, batch)
         values = torch.stack([value.detach().float() for value in losses.values()])
 {% if flags.xla %}
-        # The step's graph ends here, the stacked losses in it: every step runs the same compiled program,
-        # and reading the losses or the weights (logging, checkpoints) at any iteration is a transfer,
-        # never a program of its own.
+        # The step's graph ends here, the stacked losses in it: every step runs the same compiled program, and
+        # reading the losses or the weights (logging, checkpoints) is a transfer, never a program of its own.
         torch_xla.sync()
 {% endif %}
         return StepLosses(tuple(losses), values)
 
 {% if cookiecutter.deterministic %}
-    # A run continued mid-pass takes the batches of the uninterrupted run, with the same random transforms: each
-    # pass's order and each batch's seed come from the run's seed and the pass's number (_SeededPasses), set
-    # before DeterministicEngine makes the pass's iterator (after these events). Each iteration is seeded too
-    # (noise, dropout: _seed_iteration).
+    # A run continued mid-pass takes the uninterrupted run's batches and random transforms: each pass's order and
+    # batch seeds come from the run's seed and the pass's number (_SeededPasses), set before DeterministicEngine makes
+    # the pass's iterator (after these events). Each iteration is seeded too (noise, dropout: _seed_iteration).
     trainer = DeterministicEngine(step_with_stacked_losses)
     trainer.add_event_handler(Events.STARTED, _seed_batches)
     trainer.add_event_handler(Events.EPOCH_STARTED | Events.DATALOADER_STOP_ITERATION, _set_pass)
@@ -77,8 +71,7 @@ def shuffle_each_pass(trainer: Engine, train_loader: Any) -> None:
     sampler = getattr(train_loader, "sampler", None)
 {% endif %}
     if isinstance(sampler, DistributedSampler):
-        # Set before the pass's iterator is made: a run continued mid-pass (train_epoch_length shorter than
-        # the data) takes the batches the uninterrupted run took.
+        # Set before the pass's iterator is made: a run continued mid-pass takes the uninterrupted run's batches.
         passes = Events.EPOCH_STARTED | Events.DATALOADER_STOP_ITERATION
         trainer.add_event_handler(passes, lambda engine: sampler.set_epoch(engine.state.iteration // len(train_loader)))
 {% if cookiecutter.deterministic %}
@@ -94,12 +87,9 @@ class _SeededBatch(list):
 
 
 class _SeededItems(Dataset):
-    """The training set, each batch read under its own seed (``_SeededBatch``).
-
-    The random transforms (crops, flips) then draw the same numbers for a batch whichever process or thread
-    reads it and whenever its loader was made: the loader's worker processes seed their generators from the
-    main process when a pass's iterator is made, which a pass continued mid-way does at another batch.
-    """
+    """The training set, each batch read under its own seed (``_SeededBatch``): its random transforms (crops, flips)
+    draw the same numbers whichever process or thread reads it and whenever its loader was made (loader workers seed
+    from the main process when a pass's iterator is made, which a pass continued mid-way does at another batch)."""
 
     def __init__(self, dataset: Dataset) -> None:
         self.dataset = dataset
@@ -121,14 +111,11 @@ class _SeededItems(Dataset):
 
 
 class _SeededPasses(ReproducibleBatchSampler):
-    """ignite's reproducible batch sampler, whose pass over the data draws its order and its batches' seeds
-    from the run's seed and the pass's number only (``_set_pass``).
-
-    ignite 0.5.5's draws the order from the random state at its first batch: after DeterministicEngine restores a
-    mid-epoch checkpoint's random state, so a run continued mid-epoch would train on another order than the
-    uninterrupted run; and a TPU's device loader makes the pass's iterator in a thread of its own, beside the
-    training step. With several processes each has its own run seed (``runs.start.start_run``): its own transforms.
-    """
+    """ignite's reproducible batch sampler, each pass's order and batch seeds drawn from the run's seed and the pass's
+    number only (``_set_pass``). ignite 0.5.5's draws the order from the random state at its first batch: after
+    DeterministicEngine restores a mid-epoch checkpoint's random state (a continued run would train on another order),
+    and in the thread where a TPU's device loader makes the pass's iterator, beside the training step. With several
+    processes each has its own run seed (``runs.start.start_run``): its own transforms."""
 
     run_seed: int = 0  # set by _set_pass before each pass
     pass_number: int = 0
@@ -148,11 +135,8 @@ class _SeededPasses(ReproducibleBatchSampler):
 
 
 def _seed_iteration(engine: Engine) -> None:
-    """Seed every random generator (CPU, GPU, TPU) from the run's seed and the iteration's number.
-
-    DeterministicEngine's checkpoints hold the CPU's random state only: a run continued in the middle of
-    an epoch would otherwise draw other noise and dropout on a GPU or TPU than the uninterrupted run.
-    """
+    """Seed every random generator (CPU, GPU, TPU) from the run's seed and the iteration's number: DeterministicEngine's
+    checkpoints hold the CPU's state only, so a continued run would draw other noise and dropout on a GPU or TPU."""
     manual_seed((engine.state.seed * 1_000_003 + engine.state.iteration) % 2**32)
 
 

@@ -20,19 +20,17 @@ from machinery.tpu.xla import start_alike
 def evaluation_engine(
     eval_step: Callable[[Engine, Any], tuple[torch.Tensor, ...]], model: nn.Module, metrics: dict[str, Metric]
 ) -> Engine:
-    """The engine that runs ``eval_step`` on each batch, ``model`` in eval mode, without gradients, and scores what
-    it returns (the logits and the targets of its batch) with ``metrics``, each in ``evaluator.state.metrics`` under
-    its name.{{ " On the TPU every batch has one shape (xla.device_loader pads the last one): the engine hands
-    eval_step the batch alone, and the metrics score its real rows." if flags.xla }}
-    """
+    """The engine that runs ``eval_step`` (``model`` in eval mode, no gradients), its outputs scored by ``metrics``.{{ "
+    On a TPU every batch has one shape (xla.device_loader pads the last one): eval_step gets the batch alone, and the
+    metrics score its real rows." if flags.xla }}"""
 
 {% if flags.xla %}
     @torch.no_grad()
     def step_on_real_rows(engine: Engine, padded: tuple[Any, int]) -> tuple[torch.Tensor, ...]:
         batch, real_rows = padded
         outputs = eval_step(engine, batch)
-        # The padding rows are left out by a slice whose length the host knows: a short last batch's metrics are one
-        # more program, compiled at the first evaluation; the model ran on the padded batch, in the one program.
+        # Padding rows cut by a host-known slice: a short last batch's metrics are one more program (compiled at the
+        # first evaluation); the model ran on the padded batch, in the one program.
         return outputs if real_rows == len(outputs[0]) else tuple(output[:real_rows] for output in outputs)
 
     evaluator = Engine(step_on_real_rows)
@@ -48,8 +46,8 @@ def evaluation_engine(
         start_alike(model, buffers_only=True)
 {% endif %}
 
-    # Every metric's state on the run's device (your metrics.py names none): ignite's default is the CPU, where each
-    # batch would wait for the accelerator{{ ", and its metrics refuse to be made on a TPU" if flags.xla }}.
+    # Metric states on the run's device (metrics.py names none): on ignite's default, the CPU, each batch would wait{{ ";
+    # and ignite refuses to make metrics on a TPU" if flags.xla }}.
     updated = metrics_used(metrics.values())
     for metric in updated:
         metric._device = idist.device()

@@ -58,17 +58,13 @@ def fit(
     handlers: Sequence[Callable[[Engine], None]] = (),
 ) -> None:
     """Train for ``max_epochs``{{ ", evaluating after each epoch" if flags.eval_metric }}: the same command continues a stopped run.
-
-    ``to_save``: what a training checkpoint keeps besides the trainer (models, optimizers, schedules, ...); a
-    ``ParamScheduler`` among them steps at each iteration's start. ``handlers``: functions that attach more
-    handlers to the trainer (pictures, plots), after {{ "the evaluation and " if flags.eval_metric }}the loss reading.
-    """
+    ``to_save``: what a training checkpoint keeps besides the trainer (models, optimizers, a ``ParamScheduler``,
+    stepped at each iteration's start). ``handlers`` (pictures, plots) follow {{ "the evaluation and " if flags.eval_metric }}the loss reading."""
     run_dir, logger, checkpoint = this_run
     trainer.logger = logger
     shuffle_each_pass(trainer, train_loader)
     schedules = [obj for obj in to_save.values() if isinstance(obj, ParamScheduler)]
     for schedule in schedules:
-        # At the iteration's start, so that each iteration trains with the scheduled value.
         trainer.add_event_handler(Events.ITERATION_STARTED, schedule)
 {% if flags.xla %}
     setup_xla_metrics(trainer, run_dir, logger)
@@ -117,8 +113,7 @@ def fit(
         tracker = setup_tracking(trainer, {{ "evaluator, " if flags.eval_metric }}optimizers, config, run_dir)
 {% endif %}
 
-    # An interrupted run's newest checkpoint when this command continues it (preemption.py), or resume_from.
-    checkpoint = checkpoint or config.resume_from
+    checkpoint = checkpoint or config.resume_from  # a continued run's newest checkpoint first (preemption.py)
     if checkpoint:
         # A schedule follows this command's max_epochs: a run continued with a larger one trains longer.
         planned = [{key: schedule.state_dict()[key] for key in ("milestones", "values")} for schedule in schedules]

@@ -45,16 +45,9 @@ from machinery.training.evaluation import score_of
 
 
 def setup_handlers(trainer: Engine, config: RunSettings) -> None:
-    """Attach loss logging, the progress bar{{ ", the NaN check" if cookiecutter.terminate_on_nan }}{{ ", the iteration timer" if cookiecutter.timer }}.
-
-    Stands in for ignite's ``common.setup_common_training_handlers``, whose ``TerminateOnNan`` and
-    ``RunningAverage`` read the step's output every iteration: on a TPU each read waits for the device.
-    Here the losses are read every ``log_every_iters`` iterations{{ " and the NaN check uses those values" if cookiecutter.terminate_on_nan }}; with
-    several processes, their mean over the processes, with the processes' agreement on stopping.
-    """
-    # The training step returns its losses as one vector that stays on the device (engine.training_engine).
-    # It is read here, once every `log_every_iters` iterations and in one transfer (each read waits for
-    # the device), into `trainer.state.metrics` for everything that shows them.
+    """Attach loss logging, the progress bar{{ ", the NaN check" if cookiecutter.terminate_on_nan }}{{ ", the iteration timer" if cookiecutter.timer }}: the losses (one vector
+    on the device) are read every ``log_every_iters`` iterations in one transfer{{ ", for the NaN check too" if cookiecutter.terminate_on_nan }}, where ignite's
+    ``setup_common_training_handlers`` reads them every iteration (on a TPU each read waits for the device)."""
     every = Events.ITERATION_COMPLETED(every=config.log_every_iters)
     world_size = idist.get_world_size()
 
@@ -64,8 +57,7 @@ def setup_handlers(trainer: Engine, config: RunSettings) -> None:
         if world_size == 1:
             read = output.values.tolist()
         else:
-            # One collective and one read: the losses' mean over the processes (a NaN on one reaches all, so
-            # that they stop together), and their votes on stopping, where they agree (preemption.py).
+            # One collective: the mean losses (a NaN on one process stops all together), the stop votes (preemption.py).
             vote = torch.tensor([float(asked_to_stop())], device=output.values.device)
             *sums, votes = idist.all_reduce(torch.cat([output.values, vote])).tolist()
             STOP.agreed = votes > 0
@@ -76,8 +68,7 @@ def setup_handlers(trainer: Engine, config: RunSettings) -> None:
         engine.logger.info("Epoch %d - iteration %d: %s", engine.state.epoch, engine.state.iteration, losses)
 
     if idist.get_rank() == 0:
-        # The bar shows the losses last read (it reads nothing from the device), redrawn at most every
-        # TQDM_MININTERVAL seconds, 0.1 as tqdm's own bars: ignite's redraws at every iteration, 10% of a fast step.
+        # Redrawn every TQDM_MININTERVAL s (0.1) at most: ignite's bar redraws each iteration, 10% of a fast step.
         pace, drawn = float(os.environ.get("TQDM_MININTERVAL", 0.1)), [0.0]
 
         def redraw_due(_engine: Engine, _iteration: int) -> bool:
@@ -88,10 +79,9 @@ def setup_handlers(trainer: Engine, config: RunSettings) -> None:
         redraws = Events.ITERATION_COMPLETED(event_filter=redraw_due)
         ProgressBar(persist=True).attach(trainer, metric_names="all", event_name=redraws)
 {% if cookiecutter.terminate_on_nan %}
-    # Checks the values just read: no extra device read.
     terminate_on_nan = TerminateOnNan(lambda output: [trainer.state.metrics[name] for name in output.names])
     terminate_on_nan.logger = trainer.logger  # why training stopped goes to training.log too
-    trainer.add_event_handler(every, terminate_on_nan)
+    trainer.add_event_handler(every, terminate_on_nan)  # checks the values just read: no extra device read
 {% endif %}
 {% if cookiecutter.timer %}
     timer = Timer(average=True)
@@ -134,10 +124,8 @@ def setup_checkpoints(trainer: Engine, to_save: dict[str, Any], config: RunSetti
         filename_prefix=config.filename_prefix,
         n_saved=config.n_saved,
     )
-    # A continued run's earlier checkpoints count towards n_saved (preemption.py).
     count_saved_files(save_training, saved_training_checkpoints(run_dir, config.filename_prefix))
-    # The epoch's last iteration is saved after the epoch's handlers (evaluation, best models, early
-    # stopping), so that the checkpoint holds what they did.
+    # The epoch's last iteration saves after the epoch's handlers (evaluation, best models, early stopping) ran.
     mid_epoch = Events.ITERATION_COMPLETED(
         event_filter=lambda engine, it: it % config.save_every_iters == 0 and it % engine.state.epoch_length != 0
     )
@@ -148,12 +136,9 @@ def setup_checkpoints(trainer: Engine, to_save: dict[str, Any], config: RunSetti
 
 
 class SaveThenRemove(DiskSaver):
-    """DiskSaver that removes a file ignite's Checkpoint drops only once the next one is complete.
-
-    Checkpoint removes the oldest file before it writes the next: a run killed in between would keep
-    ``n_saved - 1`` checkpoints (none with ``n_saved: 1``). One process saves, rank 0: on TPU, ignite
-    0.5.5's DiskSaver would have every replica rename a temporary file onto it, empty but for replica 0's.
-    """
+    """DiskSaver that removes a file ignite's Checkpoint drops only once the next one is complete: Checkpoint removes
+    first, so a run killed in between would keep ``n_saved - 1`` (none with ``n_saved: 1``). Rank 0 alone saves: on
+    TPU, ignite 0.5.5's DiskSaver has each replica rename its file (empty but replica 0's) onto it."""
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
@@ -197,9 +182,8 @@ def setup_best_models(
         n_saved=config.n_saved,
         global_step_transform=global_step_from_engine(trainer),
     )
-    # A continued run's best models so far compete with its next ones (the score is in the name).
     best = [(float(path.stem.rsplit("=", 1)[1]), path) for path in run_dir.glob(f"best_model_*_{name}=*.pt")]
-    count_saved_files(save_best, best)
+    count_saved_files(save_best, best)  # a continued run's best models (score in the name) compete with its next ones
     evaluator.add_event_handler(Events.COMPLETED, save_best)
 {% endif %}
 {% if flags.early_stopping %}
@@ -210,8 +194,7 @@ def setup_early_stopping(evaluator: Engine, trainer: Engine, config: RunSettings
     stopper = EarlyStopping(config.patience, score_function=score_of(config.score)[1], trainer=trainer)
     stopper.logger = trainer.logger
     evaluator.add_event_handler(Events.COMPLETED, stopper)
-    # Its count of evaluations without improvement is part of the trainer's state: a training checkpoint
-    # keeps it, and a run continued from one stops when the uninterrupted run would have.
+    # Its count goes in the trainer's state (and checkpoints): a continued run stops when the uninterrupted one would.
     trainer.state.early_stopping = stopper.state_dict()
     trainer.state_dict_user_keys.append("early_stopping")
 
@@ -233,14 +216,12 @@ def resume_from(to_load: dict[str, Any], checkpoint_path: str | Path, logger: lo
     checkpoint = read_checkpoint(path)  # tensors and plain values only: no code that loading it would run
 {% if cookiecutter.deterministic %}
     if isinstance(checkpoint.get("trainer"), dict) and "rng_states" in checkpoint["trainer"]:
-        # A checkpoint written on a TPU (by xm.save, which rebuilds tuples as lists) holds Python's random
-        # state as lists.
+        # xm.save (TPU) rebuilds tuples as lists, Python's random state included.
         version, internal, gauss = checkpoint["trainer"]["rng_states"][0]
         checkpoint["trainer"]["rng_states"][0] = (version, tuple(internal), gauss)
 {% endif %}
     if isinstance(checkpoint.get("trainer"), dict) and isinstance(to_load.get("trainer"), Engine):
-        # What handlers keep in the trainer's state (early stopping's count, a loss history, ...) that a checkpoint
-        # written before they kept it lacks: resume with what they start with.
+        # State that handlers keep in the trainer (early stopping's count, ...), lacking from older checkpoints.
         trainer = to_load["trainer"]
         for key in trainer.state_dict_user_keys:
             checkpoint["trainer"].setdefault(key, getattr(trainer.state, key))

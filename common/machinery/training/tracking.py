@@ -36,13 +36,11 @@ from machinery.settings import RunSettings, as_dict
 
 
 class PersistentVisdomLogger(VisdomLogger):
-    """A VisdomLogger whose plots outlast it: ``close()`` leaves them on the server, saved with their last
-    points, and a continued run (preemption.py) plots on in the windows its stopped part drew.
+    """A VisdomLogger whose plots outlast it: ``close()`` leaves them on the server, saved with their last points, and a
+    continued run (preemption.py) plots on in the windows its stopped part drew.
 
-    ignite 0.5.5's ``close()`` calls ``Visdom.close()``, which closes every window of the environment,
-    and the environment was last saved while the final plot updates could still be on their way. Its
-    handlers open each plot in a new window with a random id: here the window is named after the plot's
-    title, and a plot whose window exists already is appended to.
+    ignite 0.5.5's ``close()`` closes every window of the environment, last saved while the final updates could still be
+    on their way; its handlers open each plot in a new window with a random id: here it is named after the plot's title.
     """
 
     def __init__(self, **kwargs: Any) -> None:
@@ -72,18 +70,14 @@ def setup_tracking(
 ) -> {{ flags.tracker_class }}:
     """Send the config, training losses, learning rates{{ " and eval metrics" if flags.eval_metric }} to {{ flags.tracker_name }} (call on rank 0).
 
-    Every curve is plotted against the training iteration: the trainer's metrics (the losses that
-    ``handlers.setup_handlers`` reads) and each optimizer's learning rate every ``log_every_iters``
-    iterations, the eval metrics at the end of each epoch. The run is named after the run directory.
-    Not ignite's ``setup_*_logging`` helpers: they plot eval metrics against the epoch (except for W&B)
-    beside losses against the iteration, and record neither the run's name nor its config.
+    Every curve is plotted against the training iteration (losses and learning rates every ``log_every_iters``, eval
+    metrics after each epoch), the run named after its directory. Not ignite's ``setup_*_logging``: they plot eval
+    metrics against the epoch (except for W&B), and record neither the run's name nor its config.
     """
 {% if cookiecutter.logger == "clearml" %}
-    # Credentials come from `clearml-init` (~/clearml.conf) or the CLEARML_API_* variables;
-    # CLEARML_OFFLINE_MODE=1 records the run on this machine instead.
-    # A continued run (preemption.py) reports on in the task it started, whose id its directory keeps (offline
-    # too: in the same session folder). continue_last_task=0: the trainer's iterations are reported as they
-    # are, where ClearML would add the task's last iteration to each.
+    # Credentials: `clearml-init` (~/clearml.conf) or CLEARML_API_*; CLEARML_OFFLINE_MODE=1 records the run here.
+    # A continued run (preemption.py) reports on in its task, whose id its directory keeps (offline too: same session
+    # folder). continue_last_task=0: iterations are reported as they are (ClearML would add the task's last one).
     task_file = run_dir / "clearml-task-id.txt"
     started = task_file.read_text() if task_file.is_file() else None
     tracker = ClearMLLogger(
@@ -131,13 +125,11 @@ def setup_tracking(
 {% elif cookiecutter.logger == "polyaxon" %}
     # Inside a Polyaxon job the run is Polyaxon's; elsewhere POLYAXON_HOST names the server, or
     # POLYAXON_IS_OFFLINE=true records the run under POLYAXON_OFFLINE_ROOT.
-    # Polyaxon reads its settings (POLYAXON_IS_OFFLINE) once, on its first import, which PolyaxonLogger makes
-    # when created: imported here, they are the settings the logger goes by.
+    # Polyaxon reads its settings on its first import (PolyaxonLogger makes it): imported here, they are the logger's.
     from polyaxon import settings as polyaxon_settings
 
-    # Offline, a continued run (preemption.py) logs on in the run it started, whose uuid its directory keeps:
-    # Polyaxon reloads it from its folder. On a server, outside a job, Polyaxon's client sends a run's events
-    # only from the process that created it: there the continued part is a new run.
+    # Offline, a continued run (preemption.py) logs on in its run (uuid kept in its directory), reloaded from its
+    # folder. On a server, outside a job, only the creating process sends a run's events: the continued part is new.
     uuid_file = run_dir / "polyaxon-run-uuid.txt"
     started = uuid_file.read_text() if uuid_file.is_file() else None
     tracker = PolyaxonLogger(
