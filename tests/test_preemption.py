@@ -321,13 +321,23 @@ def test_a_tpu_run_stopped_with_nothing_unsaved_ends_at_once_and_a_continued_one
     first iteration, with nothing trained since the checkpoint, ends the command at once (on a TPU that first
     compilation can outlast a preemption notice); the command after it compiles nothing after warm-up, and,
     deterministic, ends bit-identical to a run never stopped: the loader workers (the generated num_workers) read
-    the batches, with their random crops and flips, beside the training step, in the device loader's thread."""
+    the batches, with their random crops and flips, beside the training step, in the device loader's thread. The
+    workers, spawned (a TPU process does not fork), start once per loader, not at each pass and evaluation."""
     project = bake("vision-classification", backend="xla-tpu", deterministic=True)
     light = XLA_LIGHT_MODELS["vision-classification"]
-    make_offline(project, max_epochs=3, train_epoch_length=4, **light, **default_workers(project))
+    workers = default_workers(project)
+    make_offline(project, max_epochs=3, train_epoch_length=4, **light, **workers)
     uninterrupted = shutil.copytree(project, tmp_path / "uninterrupted")
-    proc = train(uninterrupted, python=XLA_PYTHON)
+    starts = tmp_path / "starts"
+    starts.mkdir()
+    proc = train(uninterrupted, python=XLA_PYTHON, env={"PROCESS_STARTS_DIR": str(starts)})
     assert proc.returncode == 0, outcome(proc)
+    parents = {int(path.name): int(path.read_text()) for path in starts.iterdir()}
+    loader_workers = [pid for pid, parent in parents.items() if parent in parents]  # spawned by a spawned replica
+    assert len(loader_workers) == 2 * workers["num_workers"], (
+        f"{len(loader_workers)} loader workers started in 3 epochs and 3 evaluations: the train and eval loaders' "
+        f"{workers['num_workers']} each, once, expected"
+    )
     proc = train(project, "iteration:6:PARENT", python=XLA_PYTHON)  # to the launcher: replicas ignore signals
     assert proc.returncode == SIGTERM_EXIT, outcome(proc)
     (run_dir,) = run_dirs(project)

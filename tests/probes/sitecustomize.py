@@ -5,7 +5,8 @@
 - ``RANK_PROBE_DIR``: what each process, or replica, trained on, written there (rank_records.py);
 - ``STOP_PROBE``: a stop signal at an exact moment of training (stop_signals.py);
 - ``ONE_STOP``: a stop that reaches one training process (or replica) only (one_stop.py);
-- ``SLOW_ITERATIONS``: each training iteration that many seconds longer, asleep (slow_iterations.py).
+- ``SLOW_ITERATIONS``: each training iteration that many seconds longer, asleep (slow_iterations.py);
+- ``PROCESS_STARTS_DIR``: each process multiprocessing spawns, and its parent, written there (process_starts.py).
 """
 
 import os
@@ -20,3 +21,5 @@ if os.environ.get("ONE_STOP"):
     import one_stop  # noqa: F401
 if os.environ.get("SLOW_ITERATIONS"):
     import slow_iterations  # noqa: F401
+if os.environ.get("PROCESS_STARTS_DIR"):
+    import process_starts  # noqa: F401

@@ -73,12 +73,12 @@ def eval_loader(dataset: Dataset, batch_size: int, num_workers: int) -> DataLoad
 {% endif %}
 
 
-def worker_start(num_workers: int) -> dict[str, str]:
-    """How the loader's workers start: forked where ``FORK_WORKERS``, as torchrun's processes fork theirs (the spawn
-    launcher's would spawn them, each importing torch anew: seconds at every pass over the data and evaluation)."""
-    if num_workers > 0 and FORK_WORKERS:
-        return {"multiprocessing_context": "fork"}
-    return {}
+def worker_start(num_workers: int) -> dict[str, str | bool]:
+    """How the loader's workers start: forked where ``FORK_WORKERS``, as torchrun's processes fork theirs; else spawned
+    once and kept for every pass (a spawned worker imports torch anew: seconds at each pass and evaluation)."""
+    if num_workers == 0:
+        return {}
+    return {"multiprocessing_context": "fork"} if FORK_WORKERS else {"persistent_workers": True}
 {% if flags.xla %}
 
 
