@@ -189,7 +189,8 @@ def train_process(local_rank: int, run: RunFn, config: RunSettings, stopped_by: 
 
 def train_processes(run: RunFn, config: RunSettings) -> None:
     """Call ``run(local_rank, config)`` in every training process: this one (and torchrun's others). The group outlives
-    the run (``launch`` ends it) for a multirun's jobs: a new one would meet the last's keys in torchrun's store."""
+    the run (``launch`` ends it) for a multirun's jobs: a new one would meet the last's keys in torchrun's store
+    and could connect to addresses no longer listened on."""
     check_backend(config.backend)
     catch_stop_signals()  # torchrun forwards a stop signal to each process (preemption.py)
     if idist.backend() != config.backend:  # the command's first run (or a multirun's grid changed the backend)

@@ -7,6 +7,7 @@ import signal
 {% if not flags.xla %}
 import sys
 {% endif %}
+import threading
 {% if flags.eval_metric %}
 from collections.abc import Iterator
 {% endif %}
@@ -15,6 +16,9 @@ from typing import Any
 {% endif %}
 
 import ignite.distributed as idist
+{% if flags.eval_metric %}
+import torch
+{% endif %}
 from torch.utils.data import DataLoader, Dataset{{ ", DistributedSampler" if flags.eval_metric }}
 
 from machinery.runs.preemption import STOP_SIGNALS
@@ -67,6 +71,7 @@ def eval_loader(dataset: Dataset, batch_size: int, num_workers: int) -> DataLoad
         num_workers=num_workers,
         worker_init_fn=ignore_stop_signals,
         sampler=EvalShard(dataset),
+        generator=torch.Generator(),  # its iterators' seed drawn apart from the run's (the checkpoints' rng_states)
         **worker_start(num_workers),
     )
     return {{ "with_dataset(loader, dataset)" if flags.xla else "loader" }}
@@ -74,8 +79,8 @@ def eval_loader(dataset: Dataset, batch_size: int, num_workers: int) -> DataLoad
 
 
 def worker_start(num_workers: int) -> dict[str, str | bool]:
-    """How the loader's workers start: forked where ``FORK_WORKERS``, as torchrun's processes fork theirs; else spawned
-    once and kept for every pass (a spawned worker imports torch anew: seconds at each pass and evaluation)."""
+    """How the loader's workers start: forked where ``FORK_WORKERS``, as torchrun's processes fork theirs; else as
+    Python's default has it (spawned), once, and kept for every pass (each would import torch anew at every pass)."""
     if num_workers == 0:
         return {}
     return {"multiprocessing_context": "fork"} if FORK_WORKERS else {"persistent_workers": True}
@@ -100,6 +105,8 @@ def ignore_stop_signals(_worker_id: int) -> None:
 def end_workers() -> None:
     """Kill this process's DataLoader workers (its daemon children) as it exits: Python would SIGTERM them, which they
     ignore, and wait for ever, so a run failing while they live (an unreadable image, say) would never end."""
+    if hasattr(signal, "SIGCHLD") and threading.current_thread() is threading.main_thread():
+        signal.signal(signal.SIGCHLD, signal.SIG_DFL)  # torch's handler would report each kill as a worker's failure
     for child in multiprocessing.active_children():
         if child.daemon:
             child.kill()

@@ -155,7 +155,8 @@ class _ByteCount:
 
 
 def raise_if_disk_full(checkpoint: Any, path: Path, error: Exception) -> None:
-    """After saving ``path`` failed (torch.save says only "unexpected pos"): raise ENOSPC if its disk lacks space."""
+    """After saving ``path`` failed (torch.save says only "unexpected pos"): raise ENOSPC if its disk lacks space
+    (record_failure then records the run as stopped)."""
     for leftover in path.parent.glob("tmp*"):  # DiskSaver's temporary file, if closing it failed too
         if re.fullmatch(r"tmp[a-z0-9_]{8}", leftover.name):
             leftover.unlink()

@@ -1,7 +1,7 @@
 {% import "flags.j2" as flags with context %}
 """The TPU launcher and its replicas, threads or TPU VM processes that cannot handle signals: the launcher passes a stop
-on through a folder they inherit, or ends them at once if only the first, compiling iteration (it may outlast a
-preemption notice) is unsaved; a failed replica says so there, and the launcher ends the rest."""
+on through a folder they inherit, or ends them at once when nothing is unsaved (during the first, compiling iteration,
+which may outlast a preemption notice, say); a failed replica says so there, and the launcher ends the rest."""
 
 import contextlib
 import multiprocessing
@@ -39,7 +39,8 @@ FAILED_GRACE_SECONDS = {{ flags.failed_replica_grace_s }}
 
 def launch_replicas(launch: Callable[[], None]) -> None:
     """Call ``launch`` (torch_xla.launch) in a thread; the replicas inherit the stop signals ignored and read a stop
-    from a file this process writes. Its handlers (catch_stop_signals) return once all started (replicas_started)."""
+    from a file this process writes. Its handlers (catch_stop_signals) are restored once all started
+    (replicas_started)."""
     folder = Path(tempfile.mkdtemp())
     os.environ[REPLICAS_FOLDER] = str(folder)
     STOP.pass_on = _pass_on

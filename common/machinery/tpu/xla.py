@@ -76,7 +76,8 @@ def check_replicas(config: RunSettings, logger: logging.Logger) -> None:
 
 
 def start_alike(*models: torch.nn.Module, buffers_only: bool = False) -> None:
-    """Give every replica replica 0's weights (each seeded its own by rank), or its buffers only (BatchNorm's stats)."""
+    """Give every replica replica 0's weights (each seeded its own by rank), or its buffers only (BatchNorm's
+    statistics follow each replica's batches; the weights stay alike through the all-reduce)."""
     for model in models if idist.get_world_size() > 1 else ():
         tensors = [*model.buffers()] if buffers_only else [*model.parameters(), *model.buffers()]
         if tensors:

@@ -89,7 +89,7 @@ class _SeededBatch(list):
 class _SeededItems(Dataset):
     """The training set, each batch read under its own seed (``_SeededBatch``): its random transforms (crops, flips)
     draw the same numbers whichever process or thread reads it and whenever its loader was made (loader workers seed
-    from the main process when a pass's iterator is made, which a pass continued mid-way does at another batch)."""
+    from the main process when an iterator is made, which a pass continued mid-way does at another batch)."""
 
     def __init__(self, dataset: Dataset) -> None:
         self.dataset = dataset

@@ -46,7 +46,8 @@ def evaluation_engine(
         start_alike(model, buffers_only=True)
 {% endif %}
 
-    # Metric states on the run's device (metrics.py names none): on ignite's default, the CPU, each batch would wait{{ ";
+    # Metric states on the run's device (metrics.py names none): on ignite's default, the CPU, each batch would wait
+    # for the accelerator{{ ";
     # and ignite refuses to make metrics on a TPU" if flags.xla }}.
     updated = metrics_used(metrics.values())
     for metric in updated:

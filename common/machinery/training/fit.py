@@ -59,7 +59,8 @@ def fit(
 ) -> None:
     """Train for ``max_epochs``{{ ", evaluating after each epoch" if flags.eval_metric }}: the same command continues a stopped run.
     ``to_save``: what a training checkpoint keeps besides the trainer (models, optimizers, a ``ParamScheduler``,
-    stepped at each iteration's start). ``handlers`` (pictures, plots) follow {{ "the evaluation and " if flags.eval_metric }}the loss reading."""
+    stepped at each iteration's start). ``handlers``: functions that attach more handlers to the trainer (pictures,
+    plots), after {{ "the evaluation and " if flags.eval_metric }}the loss reading."""
     run_dir, logger, checkpoint = this_run
     trainer.logger = logger
     shuffle_each_pass(trainer, train_loader)

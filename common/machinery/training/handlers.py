@@ -68,7 +68,8 @@ def setup_handlers(trainer: Engine, config: RunSettings) -> None:
         engine.logger.info("Epoch %d - iteration %d: %s", engine.state.epoch, engine.state.iteration, losses)
 
     if idist.get_rank() == 0:
-        # Redrawn every TQDM_MININTERVAL s (0.1) at most: ignite's bar redraws each iteration, 10% of a fast step.
+        # The losses last read (no device read), redrawn every TQDM_MININTERVAL s (0.1) at most: ignite's bar redraws
+        # each iteration, 10% of a fast step.
         pace, drawn = float(os.environ.get("TQDM_MININTERVAL", 0.1)), [0.0]
 
         def redraw_due(_engine: Engine, _iteration: int) -> bool:
