@@ -34,13 +34,10 @@ SYNTHETIC_SIZES = (512, 64)  # the synthetic train and eval sets: enough for a f
 
 
 class SyntheticScenes(Dataset):
-    """Offline scenes that a model can learn to segment: one to three shapes (ellipses and rectangles) of
-    the 20 object classes on a grey background, each class its own colour, under random brightness and
-    pixel noise. The masks label each pixel with its class, and the shapes' outlines 255, as VOC's do.
-
-    Scene ``index`` is drawn from a generator seeded with ``seed`` and ``index``: the same scene at every
-    epoch and in every process, with no file and no download. Images are PIL images, as VOC's are.
-    """
+    """Offline scenes a model can learn to segment: one to three shapes (ellipses, rectangles) of the 20 object classes
+    on grey, each class its own colour, under random brightness and pixel noise; masks label each pixel with its class
+    and the outlines 255, as VOC's do. Scene ``index`` is drawn from a generator seeded with ``seed`` and ``index``:
+    the same scene at every epoch and in every process, no file, no download. Images are PIL images, as VOC's."""
 
     def __init__(self, size: int, seed: int, image_size: int) -> None:
         self.size, self.seed, self.image_size = size, seed, image_size
@@ -87,10 +84,9 @@ def pad_to(image: tv_tensors.Image, mask: tv_tensors.Mask, size: int) -> tuple[t
 
 
 def joint_transforms(crop_size: int, train: bool, normalisation: Statistics = (MEAN, STD)) -> v2.Compose:
-    """Transforms of an image and its mask together, ending at ``crop_size`` x ``crop_size``: one shape for
-    every batch (a TPU compiles one program per shape). Training rescales, crops at random and flips;
-    evaluation pads and takes the centre (VOC's images, at most 500 pixels a side, whole at the default 512).
-    """
+    """Transforms of an image and its mask together, ending at ``crop_size`` x ``crop_size``: one shape for every batch
+    (a TPU compiles one program per shape). Training rescales, crops at random and flips; evaluation pads and takes
+    the centre (VOC's images, at most 500 pixels a side, whole at the default 512)."""
     steps = [to_tv_tensors]
     if train:
         steps += [v2.RandomResize(crop_size // 2, crop_size * 2), partial(pad_to, size=crop_size)]

@@ -1,12 +1,11 @@
 """Export a trained segmentation model to ONNX: ``python export.py [--checkpoint PATH] [--output FOLDER]``.
 
 Writes ``FOLDER/model.onnx`` (input ``images``: a batch of any size of 3 x height x width images of any size,
-normalised as evaluation does it, ``models.statistics``: ``data.MEAN`` and ``data.STD``, or the backbone's
-pretrained weights' own; output ``logits``: a score per class and pixel, the main head's) and
-``FOLDER/classes.json`` (the class names, in the order of the scores), then runs the file with onnxruntime on a
-batch and checks its logits against PyTorch's. The model is the newest run's best model (else its newest
-training checkpoint) unless ``--checkpoint`` names one. Needs ``pip install -r requirements-export.txt``.
-"""
+normalised as evaluation does it, ``models.statistics``: ``data.MEAN`` and ``data.STD``, or the backbone's pretrained
+weights' own; output ``logits``: a score per class and pixel, the main head's) and ``FOLDER/classes.json`` (the class
+names, in the scores' order), then runs the file with onnxruntime on a batch and checks its logits against PyTorch's.
+The model is the newest run's best model (else its newest training checkpoint) unless ``--checkpoint`` names one.
+Needs ``pip install -r requirements-export.txt``."""
 
 from pathlib import Path
 

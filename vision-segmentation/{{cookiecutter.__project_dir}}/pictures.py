@@ -16,11 +16,9 @@ GAP = 4
 
 
 def voc_palette() -> list[int]:
-    """VOC's colour map, as its mask PNGs carry it: class 0 black, 1 dark red, ..., 255 (borders) cream; any
-    dataset's classes take the colours of their labels.
-
-    Each label's bits are spread over the three channels, most significant first.
-    """
+    """VOC's colour map, as its mask PNGs carry it: class 0 black, 1 dark red, ..., 255 (borders) cream; any dataset's
+    classes take the colours of their labels. Each label's bits are spread over the three channels, most significant
+    first."""
     palette = []
     for label in range(256):
         rgb = [0, 0, 0]
@@ -35,8 +33,7 @@ PALETTE = voc_palette()
 
 
 def palette_mask(mask: torch.Tensor) -> Image.Image:
-    """A mask of labels (class indices, 255) as a palette image: each pixel's value is its label, shown in VOC's
-    colours (predict.py's mask PNGs)."""
+    """A mask of labels (class indices, 255) as a palette image, each pixel's value its label, in VOC's colours."""
     picture = Image.fromarray(mask.to(torch.uint8).numpy())  # "L", made "P" by the palette
     picture.putpalette(PALETTE)
     return picture
@@ -48,8 +45,7 @@ def coloured(mask: torch.Tensor) -> Image.Image:
 
 
 def unnormalised(image: torch.Tensor, normalisation: Statistics) -> Image.Image:
-    """An image tensor normalised with ``normalisation`` (a mean and standard deviation per channel) back as the
-    RGB picture it was."""
+    """An image tensor normalised with ``normalisation`` (a mean and std per channel) back as its RGB picture."""
     mean, std = (torch.tensor(values).view(3, 1, 1) for values in normalisation)
     pixels = ((image * std + mean).clamp(0, 1) * 255).round().to(torch.uint8)
     return Image.fromarray(pixels.permute(1, 2, 0).numpy())

@@ -1,17 +1,16 @@
 """Segment images with a trained model: ``python predict.py IMAGE_OR_FOLDER... [--checkpoint PATH] [--output FOLDER]``.
 
-Writes a mask PNG per image into the output folder, named after the image (``photo.jpg`` gives ``photo.png``;
-an image found in a folder keeps its path under that folder): a palette PNG of the image's size whose pixel
-values are the predicted class indices (``classes.json`` in the run directory names them), shown in the
-colours of the training pictures. The model is the newest run's best model (else its newest training
-checkpoint) unless ``--checkpoint`` names one; its run directory gives the settings it was trained with.
+Writes a mask PNG per image into the output folder, named after the image (``photo.jpg`` gives ``photo.png``; an
+image found in a folder keeps its path under that folder): a palette PNG of the image's size whose pixel values are the
+predicted class indices (``classes.json`` in the run directory names them), in the training pictures' colours. The
+model is the newest run's best model (else its newest training checkpoint) unless ``--checkpoint`` names one; its run
+directory gives the settings it was trained with.
 
-The model sees each image whole, at its own size: segmentation models take any size and give a score per
-pixel of their input. The image is normalised and padded as evaluation does it (black on the right and at the
-bottom, to ``crop_size`` when smaller) but never cropped, and the prediction is cropped back to the image: an
-image evaluation sees whole gets the mask evaluation scored; a larger one is not cut to its centre. Resizing
-instead would blur the objects' borders. One image at a time (sizes differ), on the GPU if there is one,
-else on the CPU (a TPU project's models too).
+The model sees each image whole, at its own size (segmentation models take any size and give a score per pixel of
+their input): normalised and padded as evaluation does it (black on the right and at the bottom, to ``crop_size``
+when smaller) but never cropped, and the prediction cropped back to the image: an image evaluation sees whole gets
+the mask evaluation scored; a larger one is not cut to its centre (resizing would blur the objects' borders). One
+image at a time (sizes differ), on the GPU if there is one, else on the CPU (a TPU project's models too).
 """
 
 from argparse import ArgumentParser
@@ -60,9 +59,8 @@ def predict(inputs: Sequence[tuple[Path, Path]], checkpoint: Path) -> None:
 
 
 def whole_image(image: Image.Image, crop_size: int, normalisation: Statistics) -> torch.Tensor:
-    """An image as evaluation gives it to the model, but never cropped: normalised (with ``normalisation``'s mean
-    and standard deviation), padded (black) on the right and at the bottom to at least ``crop_size``. The output is
-    cropped back to the image's size."""
+    """An image as evaluation gives it to the model, never cropped: normalised (``normalisation``: mean, std), padded
+    (black) on the right and at the bottom to at least ``crop_size``; the output is cropped back to the image's size."""
     pixels = F.pil_to_tensor(image)
     height, width = pixels.shape[-2:]
     pixels = F.pad(pixels, [0, 0, max(crop_size - width, 0), max(crop_size - height, 0)], fill=0)
