@@ -21,7 +21,7 @@ import yaml
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "scripts"))
-from projects import XLA_CPU, XLA_LIGHT_MODELS, make_offline, readme_train_command  # noqa: E402
+from projects import XLA_CPU, XLA_LIGHT_MODELS, make_offline, readme_train_command, spawned_by_spawned  # noqa: E402
 
 KEPT = '{"persistent_workers": True}'
 
@@ -48,8 +48,7 @@ def train(project: Path, starts: Path) -> tuple[float, int]:
     proc = subprocess.run(argv, cwd=project, env=env, capture_output=True, text=True)
     assert proc.returncode == 0, f"{argv} in {project}: exit code {proc.returncode}\n{proc.stderr[-3000:]}"
     seconds = time.perf_counter() - start
-    parents = {int(path.name): int(path.read_text()) for path in starts.iterdir()}
-    return seconds, sum(parent in parents for parent in parents.values())
+    return seconds, len(spawned_by_spawned(starts))
 
 
 def set_workers(project: Path, workers: int) -> None:

@@ -147,6 +147,13 @@ def run_cmd(
     return proc
 
 
+def spawned_by_spawned(starts: Path) -> list[int]:
+    """The PIDs tests/probes/process_starts.py recorded in ``starts`` whose parent it recorded too: on a TPU process,
+    the DataLoader workers (spawned by a replica, itself spawned by the launcher)."""
+    parents = {int(path.name): int(path.read_text()) for path in starts.iterdir()}
+    return [pid for pid, parent in parents.items() if parent in parents]
+
+
 def run_dirs(project: Path, output_dir: str = "./logs") -> list[Path]:
     """The run directories a project wrote, oldest first."""
     return sorted(p for p in (project / output_dir).iterdir() if p.is_dir())

@@ -22,7 +22,16 @@ import yaml
 from answers import SUPERVISED, TEMPLATES
 from checkpoints import differences, load_checkpoint
 from environments import PYTHON, XLA_CPU, XLA_LIGHT_MODELS, XLA_PYTHON
-from projects import free_port, load_module, make_offline, read_log, readme_train_command, run_dirs, run_status
+from projects import (
+    free_port,
+    load_module,
+    make_offline,
+    read_log,
+    readme_train_command,
+    run_dirs,
+    run_status,
+    spawned_by_spawned,
+)
 
 pytestmark = pytest.mark.slow  # they train, stop and continue generated projects: not in the quick lane
 
@@ -332,8 +341,7 @@ def test_a_tpu_run_stopped_with_nothing_unsaved_ends_at_once_and_a_continued_one
     starts.mkdir()
     proc = train(uninterrupted, python=XLA_PYTHON, env={"PROCESS_STARTS_DIR": str(starts)})
     assert proc.returncode == 0, outcome(proc)
-    parents = {int(path.name): int(path.read_text()) for path in starts.iterdir()}
-    loader_workers = [pid for pid, parent in parents.items() if parent in parents]  # spawned by a spawned replica
+    loader_workers = spawned_by_spawned(starts)
     assert len(loader_workers) == 2 * workers["num_workers"], (
         f"{len(loader_workers)} loader workers started in 3 epochs and 3 evaluations: the train and eval loaders' "
         f"{workers['num_workers']} each, once, expected"
