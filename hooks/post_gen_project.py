@@ -87,6 +87,10 @@ def remove_unchosen(ctx: dict, root: Path) -> None:
         (root / "machinery" / "training" / "ema.py").unlink()
     if ctx["scheduler"] != "slurm":
         (root / "slurm.sh").unlink()
+    if ctx.get("sweep") != "optuna":  # a template without an eval metric (the GAN) does not ask
+        (root / "sweep.py").unlink()
+        (root / "sweep.yaml").unlink(missing_ok=True)
+        shutil.rmtree(root / "machinery" / "sweeps", ignore_errors=True)
 
 
 # Files of the project's repository that a notebook run has no use for (Colab runs no CI, no git hooks

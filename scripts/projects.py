@@ -111,6 +111,17 @@ def make_offline(project: Path, light: bool = True, **overrides) -> dict:
     return config
 
 
+def set_sweep(project: Path, **values) -> dict:
+    """Edit sweep.yaml's keys as a user would (their lines' comments kept); return its settings."""
+    path = project / "sweep.yaml"
+    text = path.read_text()
+    for key, value in values.items():
+        text, found = re.subn(rf"^{key}:[^#\n]*", f"{key}: {value} ", text, flags=re.MULTILINE)
+        assert found == 1, f"sweep.yaml has no line for {key}"
+    path.write_text(text)
+    return yaml.safe_load(text)
+
+
 # Ports for rendezvous and servers come from below Linux's ephemeral range (32768-60999), where the
 # system never picks a port for a connection or a bind to port 0: a port handed out here cannot be taken
 # by anything else of this suite before its run binds it. Each pytest-xdist worker has its own slice, and

@@ -3,8 +3,9 @@
 # Extra arguments go to pytest (e.g. `bash scripts/test.sh -k hooks`).
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
-# Slurm for the Slurm tests, installed where it can be (root, apt-get) while the venvs are built.
-bash "$root/scripts/install_slurm.sh" &
+# Slurm for the Slurm tests and PostgreSQL for the sweep tests, installed where they can be (root, apt-get) while the
+# venvs are built: one after the other (apt-get holds dpkg's lock).
+{ bash "$root/scripts/install_slurm.sh"; bash "$root/scripts/install_postgresql.sh"; } &
 slurm=$!
 venv="$(bash "$root/scripts/env.sh")"
 wait "$slurm"

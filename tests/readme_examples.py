@@ -138,6 +138,28 @@ EXAMPLES = [
     Example("## Train on your data", "yaml", r"", YOUR_DATA),
     Example("## Use the model", "bash", r"export\.py", (INSTALLS, *YOUR_DATA)),
     Example("## Use the model", "bash", r"predict\.py", YOUR_DATA),
+    Example(
+        "## Sweep",
+        "bash",
+        r"^sbatch ",
+        (
+            "tests/test_slurm.py::test_a_sweep_as_a_job_array_requeues_a_preempted_task_which_continues_its_trial_and_ends_exact",
+        ),
+    ),
+    Example(
+        "## Sweep",
+        "bash",
+        r"^python sweep\.py",
+        (
+            "tests/test_sweeps.py::test_a_sweep_killed_mid_trial_continues_that_trial_prunes_in_every_process_and_ends_exact",
+        ),
+    ),
+    Example(
+        "## Sweep",
+        "bash",
+        r"OPTUNA_STORAGE",
+        ("tests/test_sweeps.py::test_two_workers_share_a_postgresql_study_end_exact_and_write_its_password_nowhere",),
+    ),
     Example("## Train on a Slurm cluster", "bash", r"^sbatch slurm\.sh$", ("tests/slurm_cluster.py::sbatch",)),
     Example("## Experiment tracking", "bash", TRAIN_COMMAND, ("tests/test_tracker_runs.py::bake_and_train",)),
     Example(

@@ -102,10 +102,10 @@ PartitionName=tests Nodes={self.host} Default=YES MaxTime=INFINITE State=UP
         self.wait_for(pid_file.is_file, 30, f"{pid_file.name}")
         return int(pid_file.read_text().split()[0])
 
-    def sbatch(self, project: Path, *options: str, env: dict[str, str]) -> str:
-        """Submit the project's slurm.sh from its directory, as the README says; return the job id."""
+    def sbatch(self, project: Path, *options: str, env: dict[str, str], args: tuple[str, ...] = ()) -> str:
+        """Submit the project's slurm.sh (with ``args``) from its directory, as the README says; return the job id."""
         proc = subprocess.run(
-            ["sbatch", "--parsable", *options, "slurm.sh"],
+            ["sbatch", "--parsable", *options, "slurm.sh", *args],
             cwd=project, env={**self.env, **env}, capture_output=True, text=True, timeout=60,
         )  # fmt: skip
         assert proc.returncode == 0, f"sbatch slurm.sh failed:\n{proc.stdout}\n{proc.stderr}"

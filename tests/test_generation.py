@@ -40,6 +40,8 @@ PROVIDED_BY = {
     "transformers": "transformers",
     "datasets": "datasets",
     "tokenizers": "transformers",
+    "optuna": "optuna",
+    "sqlalchemy": "optuna",  # the study's database URL, shown with its password masked
     # Experiment trackers: the module is named like the option value and its package.
     **{tracker: tracker for tracker in ("clearml", "mlflow", "neptune", "polyaxon", "tensorboard", "visdom", "wandb")},
     "pytest": None,
@@ -119,6 +121,9 @@ def test_generated_files_are_the_ones_the_answers_ask_for(baked, template: str, 
     assert tpu_modules <= names if tpu else not tpu_modules & names, "machinery/tpu/ exactly in a TPU project"
     assert ("tests/test_xla.py" in names) == (tpu and combo["include_test"]), "tests/test_xla.py: TPU projects' tests"
     assert ("slurm.sh" in names) == (combo["scheduler"] == "slurm"), "slurm.sh exactly when scheduler is slurm"
+    sweep = {"sweep.py", "sweep.yaml", "machinery/sweeps/study.py", "machinery/sweeps/pruning.py"}
+    chosen = combo.get("sweep") == "optuna"
+    assert sweep <= names if chosen else not sweep & names, "sweep.py, sweep.yaml, machinery/sweeps/ exactly in a sweep"
 
 
 @each_bake

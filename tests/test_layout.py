@@ -107,7 +107,7 @@ def test_notebook_cells_are_linked_file_by_file_into_a_real_folder(template: str
 
 # Questions about the eval metric (best models, early stopping): only a template with an eval metric
 # (`_eval_metric`, read by flags.j2) asks them. A GAN has none: its losses do not rank its samples.
-EVAL_METRIC_QUESTIONS = {"save_best_model", "patience", "ema"}
+EVAL_METRIC_QUESTIONS = {"save_best_model", "patience", "ema", "sweep"}
 
 
 @pytest.mark.parametrize("template", TEMPLATES)

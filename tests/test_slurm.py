@@ -14,10 +14,12 @@ import time
 from pathlib import Path
 from typing import NamedTuple
 
+import optuna
 import pytest
 from checkpoints import differences, load_checkpoint
 from environments import PYTHON
-from projects import free_port, make_offline, read_log, readme_train_command, run_dirs, run_status
+from projects import free_port, make_offline, read_log, readme_train_command, run_dirs, run_status, set_sweep
+from readme_examples import commands, example
 from slurm_cluster import Slurm, missing
 
 pytestmark = pytest.mark.slow  # they train a generated project under Slurm: not in the quick lane
@@ -185,3 +187,45 @@ def test_a_job_at_its_time_limit_requeues_itself_to_continue_and_a_cancelled_one
     assert second["status"] == "stopped" and second["iteration"] > first["iteration"], second
     assert (run_dir / f"training_checkpoint_{second['iteration']}.pt").is_file(), "the cancel's stop saved a checkpoint"
     assert "the job is not requeued" in job_output(job)
+
+
+def test_a_sweep_as_a_job_array_requeues_a_preempted_task_which_continues_its_trial_and_ends_exact(
+    slurm: Slurm, bake
+) -> None:
+    """The README's `sbatch --array=... slurm.sh sweep`, two tasks (two sweep workers sharing the study's SQLite file
+    on this one node), each trial two processes through torchrun. Task 0 is preempted mid-trial: it requeues itself,
+    and its next start continues that trial's run from its checkpoint. The study ends with exactly n_trials."""
+    project = bake(backend="gloo", scheduler="slurm", sweep="optuna", deterministic=True, master_port=free_port())
+    make_offline(project, max_epochs=2, train_epoch_length=4, save_every_iters=2, log_every_iters=1)
+    settings = set_sweep(project, n_trials=3, pruning="false", heartbeat_interval=2)
+    (command,) = commands(example((project / "README.md").read_text(), "## Sweep", "bash", r"^sbatch "))
+    assert command == "sbatch --array=0-3 slurm.sh sweep", command
+    job_id = slurm.sbatch(project, "--array=0-1", args=("sweep",), env={**JOB_ENV, "SLOW_ITERATIONS": "0.5"})
+    task = Job(f"{job_id}_0", project)
+    study_dir = project / "logs" / "sweeps" / settings["study"]
+
+    def training(trial: str) -> bool:
+        logs = list(study_dir.glob(f"{trial}/*/training.log"))
+        return bool(logs) and len(read_log(logs[0].parent)["iterations"]) >= 2
+
+    slurm.wait_for(lambda: training("trial-0000") and training("trial-0001"), 240, "both tasks training a trial")
+    slurm.run("scancel", "--signal=TERM", "--batch", task.id)  # a preemption notice to task 0's script
+    wait_until_requeued(slurm, task, starts=1, timeout=120)
+    start_again(slurm, task)
+    slurm.wait_for(lambda: not slurm.queued(job_id), 300, f"job array {job_id} to end")
+
+    outputs = "".join(path.read_text() for path in project.glob("*.out"))  # a task of the array each (%j)
+    assert "requeueing job" in outputs, outputs[-3000:]
+    study = optuna.load_study(study_name=settings["study"], storage=f"sqlite:///{study_dir / 'study.db'}")
+    trials = study.get_trials()
+    states = [(trial.number, trial.state.name, trial.user_attrs.get("run")) for trial in trials]
+    assert sum(trial.state.name in ("COMPLETE", "PRUNED") for trial in trials) == 3, f"{states}\n{outputs[-3000:]}"
+    stopped = [trial for trial in trials if trial.state.name == "FAIL" and not trial.user_attrs.get("surplus")]
+    assert len(stopped) == 1, states
+    (continued,) = [
+        t for t in trials if t.number > stopped[0].number and t.user_attrs["run"] == stopped[0].user_attrs["run"]
+    ]
+    assert continued.state.name == "COMPLETE" and continued.params == stopped[0].params, states
+    (run_dir,) = [path for path in (study_dir / stopped[0].user_attrs["run"]).iterdir() if path.is_dir()]
+    assert "Continuing the run" in (run_dir / "training.log").read_text(), "the preempted trial continued its run"
+    assert run_status(run_dir)["status"] == "finished"

@@ -44,9 +44,18 @@ stop_training() {
 }
 trap stop_training TERM
 
+{% if flags.sweep %}
+if [ "${1:-}" = sweep ]; then
+    # `sbatch --array=0-3 slurm.sh sweep`: a sweep worker a task of the array (README: "Sweep"), each trial on its node.
+    srun --nodes=1 --ntasks=1 python sweep.py sweep.yaml &
+else
+{% endif %}
 # One torchrun per node, through srun: each reads its own node rank (single quotes: on its node, not here).
 srun bash -c 'exec torchrun --nnodes="$SLURM_NNODES" --node_rank="$SLURM_NODEID" --nproc_per_node={{ nproc }} \
     --master_addr="$MASTER_ADDR" --master_port="$MASTER_PORT" {{ script_args(cookiecutter.backend) }}' &
+{% if flags.sweep %}
+fi
+{% endif %}
 training=$!
 # A signal ends `wait` early (the trap runs): wait again until training has exited, for its status.
 while wait "$training"; status=$?; kill -0 "$training" 2>/dev/null; do :; done

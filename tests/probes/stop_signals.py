@@ -9,6 +9,8 @@ Imported at start-up (sitecustomize.py) in every process whose PYTHONPATH names 
 - ``save:N:KILL``: SIGKILL half-way through writing that checkpoint: half of its bytes are on disk;
 - ``iteration:N:PAUSE``: SIGSTOP instead, to the process itself: it stays paused, holding what it holds, until
   it gets SIGCONT (or SIGKILL);
+- ``iteration:N:KILL_SWEEP``: SIGKILL to the sweep worker (sweep.py) that started this trial's command, its nearest
+  ancestor of that name (kill -9 of the sweep, not of the trial), once;
 - ``...:PARENT``: SIGTERM to the parent process instead: the launcher of TPU replicas, which ignore signals
   (on one XLA device, the replica is a process of its own; the replicas of ``XLA_CPU_REPLICAS`` are threads
   of the launcher's process: ``iteration:N`` signals it), or torchrun's agent. Once: of the launcher's
@@ -31,7 +33,21 @@ from ignite.engine import Engine, Events
 
 _where, _n, *_how = os.environ["STOP_PROBE"].split(":")
 _n = int(_n)
-_target = os.getppid() if _how == ["PARENT"] else os.getpid()
+
+
+def _sweep_worker():
+    """The nearest ancestor process whose command line runs sweep.py."""
+    pid = os.getppid()
+    while pid > 1:
+        with open(f"/proc/{pid}/cmdline", "rb") as cmdline:
+            if any(arg.endswith(b"sweep.py") for arg in cmdline.read().split(b"\0")):
+                return pid
+        with open(f"/proc/{pid}/stat") as stat:
+            pid = int(stat.read().rsplit(")", 1)[1].split()[1])
+    raise RuntimeError("STOP_PROBE ...:KILL_SWEEP: no sweep.py above this process")
+
+
+_target = os.getppid() if _how == ["PARENT"] else _sweep_worker() if _how == ["KILL_SWEEP"] else os.getpid()
 _trainer = []
 _run, _fire_event, _save = Engine.run, Engine._fire_event, torch.save
 
@@ -46,7 +62,8 @@ def fire_event(engine, event_name, *args, **kwargs):
     if _trainer and engine is _trainer[0]:
         state = engine.state
         if _where == "iteration" and event_name == Events.ITERATION_STARTED and state.iteration == _n:
-            _kill(_target, signal.SIGSTOP if _how == ["PAUSE"] else signal.SIGTERM)
+            how = {"PAUSE": signal.SIGSTOP, "KILL_SWEEP": signal.SIGKILL}
+            _kill(_target, how.get(_how[0] if _how else "", signal.SIGTERM))
         if _where == "epoch_end" and event_name == Events.EPOCH_COMPLETED and state.epoch == _n:
             _kill(_target, signal.SIGTERM)
     return _fire_event(engine, event_name, *args, **kwargs)
@@ -65,7 +82,7 @@ def save(obj, f, *args, **kwargs):
 
 
 def _kill(pid, signum):
-    if _how == ["PARENT"] and not _first_to_signal(pid):
+    if _how in (["PARENT"], ["KILL_SWEEP"]) and not _first_to_signal(pid):
         return
     if os.environ.get("STOP_PROBE_STAMP"):
         with open(os.environ["STOP_PROBE_STAMP"], "w") as stamp:

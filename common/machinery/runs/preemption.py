@@ -154,6 +154,10 @@ def setup_clean_stop(
         state = engine.state
         if state.stop_reason is not None:
             status, reason = "stopped", state.stop_reason
+{% if flags.sweep %}
+        elif getattr(state, "pruned", None):  # a sweep's trial (sweeps/pruning.py)
+            status, reason = "pruned", state.pruned
+{% endif %}
         elif state.epoch == state.max_epochs and state.iteration % state.epoch_length == 0:
             status, reason = "finished", "max_epochs"
         else:

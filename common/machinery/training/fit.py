@@ -16,6 +16,9 @@ from ignite.handlers import ParamScheduler
 from machinery.runs.preemption import setup_clean_stop
 from machinery.runs.start import Run
 from machinery.settings import RunSettings
+{% if flags.sweep %}
+from machinery.sweeps.pruning import setup_pruning
+{% endif %}
 {% if flags.xla %}
 from machinery.tpu.counters import setup_xla_metrics
 from machinery.tpu.replicas import follow_launcher
@@ -77,6 +80,9 @@ def fit(
         evaluator.run(eval_loader, epoch_length=config.eval_epoch_length)
         log_metrics(logger, engine.state.epoch, "eval", evaluator.state.metrics)
 
+{% endif %}
+{% if flags.sweep %}
+    setup_pruning(trainer, evaluator, config.score)  # in a sweep's trial (sweep.py): scores reported, pruned runs end
 {% endif %}
     setup_handlers(trainer, config)
     for attach in handlers:

@@ -1,0 +1,115 @@
+"""sweep.yaml read and checked: the study's settings, the search space over the config's keys, a trial's config."""
+
+import dataclasses
+import math
+import re
+import typing
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import optuna
+import yaml
+
+from machinery.settings import RunSettings, _is, _name, read_yaml
+
+# Keys a trial may not set: where its run goes (the sweep's), what it continues from, how the study ranks trials.
+FIXED = ("output_dir", "resume_from", "score")
+# What each distribution takes: (required keys, optional keys).
+KINDS = {
+    "float": (("low", "high"), ("log", "step")),
+    "int": (("low", "high"), ("log", "step")),
+    "categorical": (("choices",), ()),
+}
+
+
+@dataclass
+class SweepSettings:
+    """sweep.yaml's keys (the comments there say what each does)."""
+
+    config: str
+    command: str
+    study: str
+    n_trials: int
+    pruning: bool
+    startup_trials: int
+    warmup_epochs: int
+    heartbeat_interval: int
+    space: dict  # config key: its distribution
+
+
+def load_sweep(path: Path, config_class: type[RunSettings]) -> tuple[SweepSettings, dict[str, Any]]:
+    """The sweep's settings and its config's keys and values; or stop, naming what is wrong in ``path``."""
+    values = read_yaml(path)
+    fields = {field.name: field for field in dataclasses.fields(SweepSettings)}
+    unknown, missing = sorted(set(values) - set(fields)), [name for name in fields if name not in values]
+    if unknown or missing:
+        raise SystemExit(f"{path}: unknown keys {unknown}, missing keys {missing}; it takes {', '.join(fields)}")
+    hints = typing.get_type_hints(SweepSettings)
+    wrong = [f"{key}: {values[key]!r} is not {_name(hints[key])}" for key in fields if not _is(values[key], hints[key])]
+    if wrong or values["n_trials"] < 1 or values["heartbeat_interval"] < 1:
+        raise SystemExit(f"{path}: " + ("; ".join(wrong) or "n_trials and heartbeat_interval must be 1 or more"))
+    if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9_.-]*", values["study"]):
+        raise SystemExit(f"{path}: study: {values['study']!r} is not a name (letters, digits, '_', '.', '-')")
+    settings = SweepSettings(**values)
+    hints = typing.get_type_hints(config_class)
+    for key, spec in settings.space.items():
+        _check_distribution(path, key, spec, hints)
+    return settings, read_yaml(Path(path).parent / settings.config)
+
+
+def _check_distribution(path: Path, key: str, spec: Any, hints: dict[str, Any]) -> None:
+    """Stop, naming the file and the key, unless ``spec`` is a distribution the config key ``key`` can take."""
+    where = f"{path}: space: {key}"
+    if key not in hints or key in FIXED:
+        fixed = f"; {', '.join(FIXED)} are the sweep's own" if key in FIXED else ""
+        raise SystemExit(f"{where} is not a config key a trial can set (see config.py's Config{fixed})")
+    kind = spec.get("type") if isinstance(spec, dict) else None
+    if kind not in KINDS:
+        raise SystemExit(f"{where}: give a mapping with type: {', '.join(KINDS)} (got {spec!r})")
+    required, optional = KINDS[kind]
+    keys = set(spec) - {"type"}
+    if set(required) - keys or keys - set(required) - set(optional):
+        raise SystemExit(f"{where}: a {kind} takes {', '.join(required)} and optionally {', '.join(optional) or '-'}")
+    values = spec["choices"] if kind == "categorical" else [spec["low"], spec["high"]]
+    number = float if kind == "float" else int
+    if kind != "categorical" and not all(_is(value, number) for value in values):
+        raise SystemExit(f"{where}: low and high must be {number.__name__}s (got {values})")
+    if kind == "categorical" and not (isinstance(values, list) and values):
+        raise SystemExit(f"{where}: choices must be a list of values (got {values!r})")
+    wrong = [value for value in values if not _is(value, hints[key])]
+    if wrong or (kind == "float" and hints[key] is int):
+        raise SystemExit(f"{where}: {wrong or values} cannot be the config key's value: it is {_name(hints[key])}")
+    if kind != "categorical" and (values[0] >= values[1] or (spec.get("log") and values[0] <= 0)):
+        raise SystemExit(f"{where}: low must be below high (and above 0 with log: true), got {values}")
+
+
+def suggest(trial: optuna.Trial, space: dict[str, dict[str, Any]]) -> dict[str, Any]:
+    """The trial's value for each key of the search space (a continued trial's are its first's)."""
+    values: dict[str, Any] = {}
+    for key, spec in space.items():
+        options = {name: value for name, value in spec.items() if name != "type"}
+        if spec["type"] == "float":
+            values[key] = trial.suggest_float(key, **options)
+        elif spec["type"] == "int":
+            values[key] = trial.suggest_int(key, **options)
+        else:
+            values[key] = trial.suggest_categorical(key, options["choices"])
+    return values
+
+
+def trial_config(text: str, values: dict[str, Any]) -> str:
+    """config.yaml's ``text`` with ``values`` in place of its keys' (their lines' comments kept)."""
+    for key, value in values.items():
+        line = re.compile(rf"^{re.escape(key)}:[^#\n]*?(?=[ \t]*(#|$))", re.MULTILINE)
+        if len(line.findall(text)) != 1:
+            raise SystemExit(f"the config has no line `{key}: ...` of its own to set")
+        text = line.sub(lambda _match, key=key, value=value: f"{key}: {_yaml_value(value)}", text)
+    return text
+
+
+def _yaml_value(value: Any) -> str:
+    """``value`` on one line as YAML 1.1 reads it back (a float's exponent after a dot: 1.0e-05, never 1e-05)."""
+    if isinstance(value, float) and math.isfinite(value):
+        return re.sub(r"^(-?\d+)(e)", r"\1.0\2", repr(value))
+    return yaml.safe_dump(value, default_flow_style=True, width=1_000_000).removesuffix("\n...\n").strip()
