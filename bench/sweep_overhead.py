@@ -80,6 +80,8 @@ def main() -> None:
         ("train command outside its log (median)", statistics.median(starts)),
         ("sweep's own overhead a trial", statistics.median(gaps) - statistics.median(starts)),
     ]
+    overhead = rows[-1][1]
+    rows.append(("sweep's start and end (imports, study, report)", swept - args.trials * (rows[0][1] + overhead)))
     print("| what | seconds |\n| --- | --- |")
     for name, seconds in rows:
         print(f"| {name} | {seconds:.2f} |")

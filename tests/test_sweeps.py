@@ -23,7 +23,7 @@ import optuna
 import pytest
 import yaml
 from checkpoints import differences, load_checkpoint
-from environments import PYTHON
+from environments import PYTHON, XLA_CPU, XLA_LIGHT_MODELS, XLA_PYTHON
 from postgres_server import Postgres, missing
 from projects import free_port, make_offline, read_log, run_status, set_sweep
 from readme_examples import commands, example
@@ -211,3 +211,22 @@ def test_two_workers_share_a_postgresql_study_end_exact_and_write_its_password_n
         status, out = finished(sweep(project, [PYTHON, "sweep.py", "bad.yaml"], {"OPTUNA_STORAGE": url}), 120)
         assert status != 0 and why in out and "bad.yaml" in out, f"{key}: {out[-2000:]}"
     assert len(study_of(project, settings["study"], url).get_trials()) == len(trials), "nothing was added"
+
+
+def test_a_tpu_project_sweeps_its_trials_each_on_the_xla_device_with_scores_reported_from_the_replica(bake) -> None:
+    """A TPU project's sweep: each trial its README command (`PJRT_DEVICE=TPU python main.py {config} --backend
+    xla-tpu`, the device set to the XLA CPU one as the TPU tests do), its scores reported by the replica to the study;
+    exactly n_trials finish and the report is written."""
+    assert Path(XLA_PYTHON).exists(), f"no TPU test environment at {XLA_PYTHON}: run `bash scripts/env.sh`"
+    project = bake("vision-classification", sweep="optuna", backend="xla-tpu")
+    make_offline(project, max_epochs=1, train_epoch_length=2, **XLA_LIGHT_MODELS["vision-classification"])
+    settings = set_sweep(project, n_trials=2, startup_trials=1, warmup_epochs=0, heartbeat_interval=2)
+    assert settings["command"] == "PJRT_DEVICE=TPU python main.py {config} --backend xla-tpu", settings["command"]
+    set_sweep(project, command="PJRT_DEVICE=CPU python main.py {config} --backend xla-tpu")
+    status, out = finished(sweep(project, [XLA_PYTHON, "sweep.py", "sweep.yaml"], XLA_CPU))
+    assert status == 0, out[-5000:]
+    trials = study_of(project, settings["study"]).get_trials()
+    assert [trial.state.name in ("COMPLETE", "PRUNED") for trial in trials] == [True, True], trials
+    assert all(list(trial.intermediate_values) == [1] for trial in trials), "the replica reported epoch 1's score"
+    study_dir = project / "logs" / "sweeps" / settings["study"]
+    assert (study_dir / "best-config.yaml").is_file() and (study_dir / "history.png").is_file()

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import matplotlib
 import matplotlib.pyplot as plt
+import matplotlib.ticker
 import optuna
 from optuna.trial import TrialState
 
@@ -47,16 +48,25 @@ def write_report(study: optuna.Study, study_dir: Path, text: str, output_dir: st
 
 
 def _pictures(study: optuna.Study, study_dir: Path, completed: int) -> None:
-    """history.png (each trial's score, and the best so far) and, from two completed trials, importances.png."""
+    """history.png (each trial's score, and the best so far) and, from two completed trials, importances.png (how much
+    each key of the space moved the score)."""
     matplotlib.use("Agg")  # files, no window
+    score = study.user_attrs.get("score", "score")
+    titles = {
+        "history.png": f"Sweep {study.study_name}: {score} of each trial",
+        "importances.png": f"What moved {score}",
+    }
     with warnings.catch_warnings():
         # Optuna's plots are experimental, and warn when the importances cannot tell the values apart (few trials).
         warnings.simplefilter("ignore")
         plots = {"history.png": optuna.visualization.matplotlib.plot_optimization_history}
-        if completed >= 2 and len(study.user_attrs["space"]) >= 1:
+        if completed >= 2:
             plots["importances.png"] = optuna.visualization.matplotlib.plot_param_importances
         for name, plot in plots.items():
-            axes = plot(study)
+            axes = plot(study, target_name=score)
+            axes.set_title(titles[name])
+            if name == "history.png":
+                axes.xaxis.set_major_locator(matplotlib.ticker.MaxNLocator(integer=True))  # trial numbers
             axes.figure.set_size_inches(8, 5)
             axes.figure.tight_layout()
             axes.figure.savefig(study_dir / name, dpi=100)

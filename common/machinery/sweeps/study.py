@@ -84,6 +84,7 @@ def open_study(settings: SweepSettings, url: str, score: str, path: Path) -> opt
     kept = study.user_attrs.get("space")
     if kept is None:
         study.set_user_attr("space", space)
+        study.set_user_attr("score", score.removeprefix("-"))  # the pictures' axis
     elif kept != space or study.direction.name.lower() != direction:
         raise SystemExit(
             f"The study {settings.study!r} in {shown(url)} has another search space or direction ({kept}, "
