@@ -103,10 +103,18 @@ def _train(trial: optuna.Trial, settings: SweepSettings, text: str, study_dir: P
     print(f"Trial {trial.number}{continued}: {values}", flush=True)
 
     command = trial_command(settings.command, trial_dir / "config.yaml")
+    # The trial's id in the database (Optuna's Trial(study, id) opens it in the training process), not its number.
     found = {"study": study.study_name, "trial": trial._trial_id, "pruning": settings.pruning}
     found.update(startup_trials=settings.startup_trials, warmup_epochs=settings.warmup_epochs)
     env = {**os.environ, **command.env, STORAGE_ENV: url, TRIAL_ENV: json.dumps(found)}
+    # The trackers' runs of one study together: MLflow's in one experiment of one store, W&B's in one group.
+    env.setdefault("MLFLOW_TRACKING_URI", f"sqlite:///{(study_dir / 'mlflow.db').resolve().as_posix()}")
+    env.setdefault("MLFLOW_EXPERIMENT_NAME", study.study_name)
+    env.setdefault("WANDB_RUN_GROUP", study.study_name)
     worker = [sys.executable, "-m", "machinery.sweeps.orphans", str(os.getpid())]
+    if stops.signum is not None:  # stopped while the trial was being made: it waits, untrained, for the next worker
+        _retry_later(study, trial.number)
+        raise Interrupted(128 + stops.signum, f"Trial {trial.number} not started: stopped ({trial_dir}).")
     stops.trial = subprocess.Popen([*worker, *command.argv], env=env)
     status = stops.trial.wait()
     stops.trial = None
