@@ -8,6 +8,7 @@ import shlex
 import socket
 import subprocess
 import sys
+import time
 from pathlib import Path
 from types import ModuleType
 
@@ -163,6 +164,14 @@ def spawned_by_spawned(starts: Path) -> list[int]:
     the DataLoader workers (spawned by a replica, itself spawned by the launcher)."""
     parents = {int(path.name): int(path.read_text()) for path in starts.iterdir()}
     return [pid for pid, parent in parents.items() if parent in parents]
+
+
+def wait_for(condition, timeout: float, what: str) -> None:
+    """Wait till ``condition()`` holds, checking every 0.3 s; fail naming ``what`` after ``timeout`` seconds."""
+    deadline = time.monotonic() + timeout
+    while not condition():
+        assert time.monotonic() < deadline, f"waited {timeout} s for {what}"
+        time.sleep(0.3)
 
 
 def run_dirs(project: Path, output_dir: str = "./logs") -> list[Path]:

@@ -13,7 +13,7 @@ import subprocess
 import time
 from pathlib import Path
 
-from projects import free_port
+from projects import free_port, wait_for
 
 DAEMONS = ("munged", "slurmctld", "slurmd")
 
@@ -119,12 +119,7 @@ PartitionName=tests Nodes={self.host} Default=YES MaxTime=INFINITE State=UP
         """Whether the job is in the queue: pending, running, or ending (its processes not all gone)."""
         return bool(self._out("squeue", "--noheader", f"--jobs={job_id}").strip())
 
-    @staticmethod
-    def wait_for(condition, timeout: float, what: str) -> None:
-        deadline = time.monotonic() + timeout
-        while not condition():
-            assert time.monotonic() < deadline, f"waited {timeout} s for {what}"
-            time.sleep(0.3)
+    wait_for = staticmethod(wait_for)  # scripts/projects.py's, for the tests that hold a Slurm
 
     def stop(self) -> None:
         """Cancel every job, wait for them to end, then stop the daemons; nothing of this Slurm runs after."""

@@ -25,7 +25,7 @@ import yaml
 from checkpoints import differences, load_checkpoint
 from environments import PYTHON, XLA_CPU, XLA_LIGHT_MODELS, XLA_PYTHON
 from postgres_server import Postgres, missing
-from projects import free_port, make_offline, read_log, run_status, set_sweep
+from projects import free_port, make_offline, read_log, run_status, set_sweep, wait_for
 from readme_examples import commands, example
 
 pytestmark = pytest.mark.slow  # they train generated projects: not in the quick lane
@@ -57,13 +57,6 @@ def finished(proc: subprocess.Popen, timeout: float = 600) -> tuple[int, str]:
 def study_of(project: Path, name: str, url: str | None = None) -> optuna.Study:
     url = url or f"sqlite:///{project / 'logs' / 'sweeps' / name / 'study.db'}"
     return optuna.load_study(study_name=name, storage=url)
-
-
-def wait_for(condition, timeout: float, what: str) -> None:
-    end = time.monotonic() + timeout
-    while not condition():
-        assert time.monotonic() < end, f"{what}: not within {timeout} s"
-        time.sleep(0.2)
 
 
 def test_a_sweep_killed_mid_trial_continues_that_trial_prunes_in_every_process_and_ends_exact(bake) -> None:
@@ -192,25 +185,47 @@ def test_two_workers_share_a_postgresql_study_end_exact_and_write_its_password_n
     assert len(tensorboard) >= 3, "each trial's run is recorded by the tracker"
 
     refused = {
-        "postgresql+psycopg://postgres:" + password + "@/sweeps?host=/nonexistent&port=1": "cannot be used",
+        "postgresql+psycopg://postgres:" + password + "@/sweeps?host=/nonexistent&port=1": "postgres:***@",
+        "postgresql+psycopg//postgres:" + password + "@/sweeps": "is not an SQLAlchemy URL",
     }
     for bad_url, why in refused.items():
         status, out = finished(sweep(project, argv, {"OPTUNA_STORAGE": bad_url}), timeout=120)
-        assert status != 0 and why in out and password not in out and "postgres:***@" in out, out[-2000:]
+        assert status == 1 and why in out and password not in out and "Traceback" not in out, out[-2000:]
     another = project / "another.yaml"
     another.write_text((project / "sweep.yaml").read_text().replace("choices: [16, 32]", "choices: [8]"))
     status, out = finished(sweep(project, [PYTHON, "sweep.py", "another.yaml"], {"OPTUNA_STORAGE": url}), 120)
     assert status != 0 and "has another search space" in out and "another.yaml" in out, out[-2000:]
-    for key, spec, why in [
-        ("learning_rate", "{type: float, low: 0.1, high: 1.0}", "learning_rate is not a config key"),
-        ("batch_size", "{type: float, low: 8.0, high: 16.0}", "batch_size: [8.0, 16.0] cannot be"),
-        ("lr", "{type: uniform, low: 0.1, high: 1.0}", "lr: give a mapping with type: float, int, categorical"),
+    text = (project / "sweep.yaml").read_text()
+    for line, why in [
+        ("  learning_rate: {type: float, low: 0.1, high: 1.0}", "space: learning_rate is not a config key"),
+        ("  batch_size: {type: float, low: 8.0, high: 16.0}", "batch_size: [8.0, 16.0] cannot be"),
+        ("  lr: {type: uniform, low: 0.1, high: 1.0}", "lr: give a mapping with type: float, int, categorical"),
+        ("  lr: {type: float, low: 0.001, high: 0.1, log: true, step: 0.01}", "`step` is not supported"),
+        ("  max_epochs: {type: int, low: 1, high: 5, step: 0}", "max_epochs: `step > 0` must hold"),
+        ("command: python main.py config.yaml", "must name the trial's config"),
+        ("command: python main.py {config", "command: expected '}'"),
+        ("space: [lr]", "space must map config keys"),
+        ("study: [", "is not YAML that can be read"),
     ]:
-        bad = project / "bad.yaml"
-        bad.write_text((project / "sweep.yaml").read_text() + f"  {key}: {spec}\n")
+        bad, key = project / "bad.yaml", line.split(":")[0]
+        if key.startswith(" "):  # a key of the space, added
+            bad.write_text(text + line + "\n")
+        else:  # a setting's line in place of the file's (space: the rest of the file)
+            bad.write_text(text[: text.index("\nspace:") + 1] + line if key == "space" else text.replace(
+                re.search(rf"(?m)^{key}:.*$", text).group(), line))  # fmt: skip
         status, out = finished(sweep(project, [PYTHON, "sweep.py", "bad.yaml"], {"OPTUNA_STORAGE": url}), 120)
-        assert status != 0 and why in out and "bad.yaml" in out, f"{key}: {out[-2000:]}"
+        assert status == 1 and why in out and "bad.yaml" in out and "Traceback" not in out, f"{line}: {out[-2000:]}"
+    status, out = finished(sweep(project, [PYTHON, "sweep.py", "missing.yaml"]), 120)
+    assert status == 1 and "missing.yaml cannot be read: No such file" in out and "Traceback" not in out, out
     assert len(study_of(project, settings["study"], url).get_trials()) == len(trials), "nothing was added"
+
+    # A training command that fails: each trial is told FAIL with its reason, never continued; the worker goes on to
+    # the next trial, and ends (status 1, no endless loop) once three have failed in a row.
+    broken = set_sweep(project, study="broken", command=settings["command"] + " +no_such_key=1")
+    status, out = finished(sweep(project, argv, {"OPTUNA_STORAGE": url}), 300)
+    assert status == 1 and "3 trials failed in a row" in out, out[-3000:]
+    trials = study_of(project, broken["study"], url).get_trials()
+    assert [(t.state.name, t.user_attrs["failed"]) for t in trials] == [("FAIL", "exit status 1")] * 3, trials
 
 
 def test_a_tpu_project_sweeps_its_trials_each_on_the_xla_device_with_scores_reported_from_the_replica(bake) -> None:

@@ -31,9 +31,10 @@ The map, one concern a module or a folder, with the names your files import:
 - ``inference/``: ``trained.py`` (a trained model for predict.py); ``onnx_export.py`` (export.py's ONNX file).
 {% if flags.sweep %}
 - ``sweeps/``, sweep.py's study of trials: ``study.py`` (``sweep_cli``: the study's database); ``worker.py`` (the
-  trials trained, exactly ``n_trials``, each continued after any stop); ``space.py`` (sweep.yaml read and checked, a
-  trial's config); ``pruning.py`` (in a trial's run: its scores reported, its run pruned); ``report.py`` (the best
-  config, the table, the pictures); ``orphans.py`` (a trial's command stopped when its worker dies).
+  trials trained, exactly ``n_trials``, each continued after any stop); ``trial.py`` (a trial's command run, and how
+  it ended); ``space.py`` (sweep.yaml read and checked, a trial's config); ``pruning.py`` (in a trial's run: its scores
+  reported, its run pruned); ``report.py`` (the best config, the table, the pictures); ``orphans.py`` (a trial's
+  command stopped when its worker dies).
 {% endif %}
 {% if flags.xla %}
 - ``tpu/``, torch_xla: ``xla.py`` (the replicas' launch, device loaders, the names ignite 0.5.5 calls);

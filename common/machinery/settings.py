@@ -38,10 +38,17 @@ def as_dict(config: RunSettings) -> dict[str, Any]:
 def read_yaml(path: str | Path) -> dict[str, Any]:
     """A config file's keys and values. A key given twice stops the run, naming it and its lines: PyYAML would keep
     the last one silently (a merge, or a `cruft update` conflict resolved by keeping both sides, writes two)."""
-    text = Path(path).read_text()
-    node = yaml.compose(text, Loader=yaml.SafeLoader)
+    try:
+        text = Path(path).read_text()
+        node = yaml.compose(text, Loader=yaml.SafeLoader)
+    except OSError as error:
+        raise SystemExit(f"{path} cannot be read: {error.strerror}") from None
+    except yaml.YAMLError as error:
+        raise SystemExit(f"{path} is not YAML that can be read: {error}") from None
+    if node is not None and not isinstance(node, yaml.MappingNode):
+        raise SystemExit(f"{path} must be a mapping of keys to values, one `key: value` a line")
     lines: dict[str, list[int]] = {}
-    for key, _ in node.value if isinstance(node, yaml.MappingNode) else []:
+    for key, _ in node.value if node is not None else []:
         lines.setdefault(key.value, []).append(key.start_mark.line + 1)
     twice = [f"{key} (lines {', '.join(map(str, found))})" for key, found in lines.items() if len(found) > 1]
     if twice:

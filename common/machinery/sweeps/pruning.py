@@ -8,19 +8,8 @@ import ignite.distributed as idist
 import optuna
 from ignite.engine import Engine, Events
 
-# Set by sweep.py for a trial's command: the study, the trial and the pruner's settings (JSON).
-TRIAL_ENV = "IGNITE_SWEEP_TRIAL"
-# The study's database URL: only ever in the environment (it may hold a password), never in a file a run writes.
-STORAGE_ENV = "OPTUNA_STORAGE"
-
-
-def make_pruner(pruning: bool, startup_trials: int, warmup_epochs: int) -> optuna.pruners.BasePruner:
-    """Optuna's median pruner: a trial ends at an evaluation worse than the median of earlier trials' at that epoch,
-    once ``startup_trials`` trials finished and after its first ``warmup_epochs`` evaluations."""
-    if not pruning:
-        return optuna.pruners.NopPruner()
-    # Optuna's steps are the epochs: the first that can prune is n_warmup_steps.
-    return optuna.pruners.MedianPruner(n_startup_trials=startup_trials, n_warmup_steps=warmup_epochs + 1)
+from machinery.runs.preemption import STOP
+from machinery.sweeps.space import STORAGE_ENV, TRIAL_ENV, make_pruner
 
 
 def setup_pruning(trainer: Engine, evaluator: Engine, score: str) -> None:
@@ -42,9 +31,13 @@ def setup_pruning(trainer: Engine, evaluator: Engine, score: str) -> None:
         why = ""
         if trial is not None:
             epoch, value = engine.state.epoch, evaluator.state.metrics[name]
-            trial.report(value, epoch)
-            if trial.should_prune():
-                why = f"the sweep pruned it at epoch {epoch} ({name} {value:.4f}: worse than the median of its trials)"
+            try:
+                trial.report(value, epoch)
+                if trial.should_prune():
+                    why = f"the sweep pruned it at epoch {epoch} ({name} {value:.4f}: worse than the median)"
+            except optuna.exceptions.UpdateFinishedTrialError:  # its worker was taken for dead (a late heartbeat)
+                # Stop as on a signal, saved: the worker that took the trial over continues this run.
+                STOP.reason = STOP.reason or "another sweep worker took this trial over"
         if idist.get_world_size() > 1:
             why = idist.broadcast(why, src=0)  # every process ends at this epoch
         if why:

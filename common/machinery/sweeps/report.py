@@ -3,6 +3,7 @@ the trials (``trials.csv``, printed too) and two pictures (the optimisation hist
 
 import csv
 import io
+import os
 import warnings
 from pathlib import Path
 
@@ -29,6 +30,8 @@ def write_report(study: optuna.Study, study_dir: Path, text: str, output_dir: st
         state = trial.state.name.lower()
         if trial.state == TrialState.FAIL and trial.user_attrs.get("run") in continued:  # a stop, not a failure
             state = f"stopped, continued by {continued[trial.user_attrs['run']]}"
+        elif "failed" in trial.user_attrs:
+            state = f"failed: {trial.user_attrs['failed']}"
         rows.append([str(trial.number), trial.user_attrs.get("run", ""), state, score])
         rows[-1] += [str(trial.params.get(key, "")) for key in keys]
     table = io.StringIO()
@@ -69,5 +72,7 @@ def _pictures(study: optuna.Study, study_dir: Path, completed: int) -> None:
                 axes.xaxis.set_major_locator(matplotlib.ticker.MaxNLocator(integer=True))  # trial numbers
             axes.figure.set_size_inches(8, 5)
             axes.figure.tight_layout()
-            axes.figure.savefig(study_dir / name, dpi=100)
+            partial = study_dir / f".{name}.{os.getpid()}.png"  # workers ending together each write the report
+            axes.figure.savefig(partial, dpi=100)
+            os.replace(partial, study_dir / name)
             plt.close(axes.figure)

@@ -3,6 +3,7 @@
 import dataclasses
 import math
 import re
+import string
 import typing
 from dataclasses import dataclass
 from pathlib import Path
@@ -13,6 +14,10 @@ import yaml
 
 from machinery.settings import RunSettings, _is, _name, read_yaml
 
+# Set by sweep.py for a trial's command: the study, the trial and the pruner's settings (JSON).
+TRIAL_ENV = "IGNITE_SWEEP_TRIAL"
+# The study's database URL: only ever in the environment (it may hold a password), never in a file a run writes.
+STORAGE_ENV = "OPTUNA_STORAGE"
 # Keys a trial may not set: where its run goes (the sweep's), what it continues from, how the study ranks trials.
 FIXED = ("output_dir", "resume_from", "score")
 # What each distribution takes: (required keys, optional keys).
@@ -38,10 +43,21 @@ class SweepSettings:
     space: dict  # config key: its distribution
 
 
+def make_pruner(pruning: bool, startup_trials: int, warmup_epochs: int) -> optuna.pruners.BasePruner:
+    """Optuna's median pruner: a trial ends at an evaluation worse than the median of earlier trials' at that epoch,
+    once ``startup_trials`` trials finished and after its first ``warmup_epochs`` evaluations."""
+    if not pruning:
+        return optuna.pruners.NopPruner()
+    # Optuna's steps are the epochs: the first that can prune is n_warmup_steps.
+    return optuna.pruners.MedianPruner(n_startup_trials=startup_trials, n_warmup_steps=warmup_epochs + 1)
+
+
 def load_sweep(path: Path, config_class: type[RunSettings]) -> tuple[SweepSettings, dict[str, Any]]:
     """The sweep's settings and its config's keys and values; or stop, naming what is wrong in ``path``."""
     values = read_yaml(path)
     fields = {field.name: field for field in dataclasses.fields(SweepSettings)}
+    if not isinstance(values.get("space"), dict) or not values["space"]:
+        raise SystemExit(f"{path}: space must map config keys to their distributions (got {values.get('space')!r})")
     unknown, missing = sorted(set(values) - set(fields)), [name for name in fields if name not in values]
     if unknown or missing:
         raise SystemExit(f"{path}: unknown keys {unknown}, missing keys {missing}; it takes {', '.join(fields)}")
@@ -52,6 +68,15 @@ def load_sweep(path: Path, config_class: type[RunSettings]) -> tuple[SweepSettin
     if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9_.-]*", values["study"]):
         raise SystemExit(f"{path}: study: {values['study']!r} is not a name (letters, digits, '_', '.', '-')")
     settings = SweepSettings(**values)
+    try:
+        placeholders = {name for _, name, _, _ in string.Formatter().parse(settings.command) if name is not None}
+    except ValueError as error:
+        raise SystemExit(f"{path}: command: {error} in {settings.command!r}") from None
+    if placeholders - {"config", "dir", "name"} or not ({"config"} <= placeholders or {"dir", "name"} <= placeholders):
+        raise SystemExit(
+            f"{path}: command: {settings.command!r} must name the trial's config, as "
+            "{config} (or Hydra's {dir} and {name}), and nothing else in braces"
+        )
     hints = typing.get_type_hints(config_class)
     for key, spec in settings.space.items():
         _check_distribution(path, key, spec, hints)
@@ -80,8 +105,17 @@ def _check_distribution(path: Path, key: str, spec: Any, hints: dict[str, Any]) 
     wrong = [value for value in values if not _is(value, hints[key])]
     if wrong or (kind == "float" and hints[key] is int):
         raise SystemExit(f"{where}: {wrong or values} cannot be the config key's value: it is {_name(hints[key])}")
-    if kind != "categorical" and (values[0] >= values[1] or (spec.get("log") and values[0] <= 0)):
-        raise SystemExit(f"{where}: low must be below high (and above 0 with log: true), got {values}")
+    if kind == "categorical":
+        return
+    if not isinstance(spec.get("log", False), bool) or not _is(spec.get("step", number(1)), number):
+        raise SystemExit(f"{where}: log must be true or false, and step a {number.__name__} (got {spec})")
+    if values[0] >= values[1]:
+        raise SystemExit(f"{where}: low must be below high, got {values}")
+    options = {name: value for name, value in spec.items() if name != "type"}
+    try:  # what Optuna itself refuses: log with a step, a step of 0, log from 0 or below
+        (optuna.distributions.FloatDistribution if kind == "float" else optuna.distributions.IntDistribution)(**options)
+    except ValueError as error:
+        raise SystemExit(f"{where}: {error}") from None
 
 
 def suggest(trial: optuna.Trial, space: dict[str, dict[str, Any]]) -> dict[str, Any]:

@@ -5,6 +5,7 @@ file, never written anywhere (it may hold a password)."""
 import json
 import os
 import sys
+import time
 import warnings
 from argparse import ArgumentParser
 from pathlib import Path
@@ -12,12 +13,12 @@ from pathlib import Path
 import optuna
 from optuna.storages import RDBStorage
 from sqlalchemy.engine import make_url
+from sqlalchemy.exc import IntegrityError, ProgrammingError
 
 from machinery.settings import HYDRA_KEYS, RunSettings, checked_config
-from machinery.sweeps.pruning import STORAGE_ENV, make_pruner
 from machinery.sweeps.report import write_report
-from machinery.sweeps.space import SweepSettings, load_sweep
-from machinery.sweeps.worker import retry_callback, work
+from machinery.sweeps.space import STORAGE_ENV, SweepSettings, load_sweep, make_pruner
+from machinery.sweeps.worker import continue_later, work
 
 # The heartbeat, its retry and fail_stale_trials are "experimental" since Optuna 2.8-2.9, unchanged since: not news.
 warnings.filterwarnings("ignore", category=optuna.exceptions.ExperimentalWarning)
@@ -35,9 +36,9 @@ def sweep_cli(config_class: type[RunSettings]) -> None:
     checked_config({k: v for k, v in config.items() if k not in HYDRA_KEYS}, settings.config, config_class)
     study_dir = Path(config["output_dir"]) / "sweeps" / settings.study
     url = storage_url(args.storage_file, study_dir)
-    study = open_study(settings, url, config["score"], args.sweep)
+    study, storage = open_study(settings, url, config["score"], args.sweep)
     text = (args.sweep.parent / settings.config).read_text()
-    status = work(study, settings, text, study_dir, url)
+    status = work(study, storage, settings, text, study_dir, url)
     if status == 0:
         write_report(study, study_dir, text, config["output_dir"], settings.command)
     sys.exit(status)
@@ -64,31 +65,57 @@ def shown(url: str) -> str:
         return "the database URL given (it does not parse)"
 
 
-def open_study(settings: SweepSettings, url: str, score: str, path: Path) -> optuna.Study:
-    """The study (made if new), with a heartbeat; stop, naming the database or the file, if it cannot serve."""
+def open_study(settings: SweepSettings, url: str, score: str, path: Path) -> tuple[optuna.Study, RDBStorage]:
+    """The study (made if new) and its storage, with the study's heartbeat; stop, naming the database or the file, if
+    it cannot serve. Every worker beats at the interval the study was made with: one checks another's by its own."""
     direction = "minimize" if score.startswith("-") else "maximize"
     pruner = make_pruner(settings.pruning, settings.startup_trials, settings.warmup_epochs)
     optuna.logging.set_verbosity(optuna.logging.ERROR)  # the worker logs each trial itself
-    try:
-        storage = RDBStorage(
-            url, heartbeat_interval=settings.heartbeat_interval, heartbeat_stale_trial_callback=retry_callback()
-        )
-        study = optuna.create_study(
-            study_name=settings.study, storage=storage, direction=direction, pruner=pruner, load_if_exists=True
-        )
-    except Exception as error:  # an unreachable server, a refused login, a missing driver, a malformed URL
-        password = make_url(url).password if "://" in url else None
-        reason = str(error).splitlines()[0].replace(str(password), "***") if password else str(error).splitlines()[0]
-        raise SystemExit(f"The study's database {shown(url)} cannot be used: {reason}") from None
+    study, storage = _connect(settings, url, settings.heartbeat_interval, direction, pruner)
     space = json.loads(json.dumps(settings.space))  # as the database keeps it
     kept = study.user_attrs.get("space")
     if kept is None:
         study.set_user_attr("space", space)
         study.set_user_attr("score", score.removeprefix("-"))  # the pictures' axis
+        study.set_user_attr("heartbeat_interval", settings.heartbeat_interval)
     elif kept != space or study.direction.name.lower() != direction:
         raise SystemExit(
             f"The study {settings.study!r} in {shown(url)} has another search space or direction ({kept}, "
             f"{study.direction.name.lower()}) than {path} ({space}, {direction}, from score). Nothing was changed: "
             f"give {path} another study name, or the study's space."
         )
-    return study
+    interval = study.user_attrs.get("heartbeat_interval", settings.heartbeat_interval)
+    if interval != settings.heartbeat_interval:
+        print(f"The study's heartbeat_interval is {interval} s (its first worker's): {path}'s is not used.", flush=True)
+        study, storage = _connect(settings, url, interval, direction, pruner)
+    return study, storage
+
+
+def _connect(
+    settings: SweepSettings, url: str, heartbeat: int, direction: str, pruner: optuna.pruners.BasePruner
+) -> tuple[optuna.Study, RDBStorage]:
+    """The study in the database at ``url``, made if new; or stop, naming the database (its password masked)."""
+    try:
+        password = make_url(url).password
+    except Exception:  # its message would show the URL, password and all
+        raise SystemExit(
+            f"The study's database URL (${STORAGE_ENV} or --storage-file) is not an SQLAlchemy URL, such as "
+            "sqlite:///path/study.db or postgresql+psycopg://user:password@host/database"
+        ) from None
+    try:
+        for attempt in range(3):
+            try:
+                storage = RDBStorage(url, heartbeat_interval=heartbeat, heartbeat_stale_trial_callback=continue_later)
+                study = optuna.create_study(
+                    study_name=settings.study, storage=storage, direction=direction, pruner=pruner, load_if_exists=True
+                )
+                break
+            except (IntegrityError, ProgrammingError):  # workers started at once on a new database: one made the tables
+                if attempt == 2:
+                    raise
+                time.sleep(1)
+    except Exception as error:  # an unreachable server, a refused login, a missing driver
+        reason = str(error).splitlines()[0] if str(error) else type(error).__name__
+        reason = reason.replace(str(password), "***") if password else reason
+        raise SystemExit(f"The study's database {shown(url)} cannot be used: {reason}") from None
+    return study, storage

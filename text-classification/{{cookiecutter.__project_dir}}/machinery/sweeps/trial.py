@@ -1,0 +1,1 @@
+../../../../common/machinery/sweeps/trial.py
