@@ -4,10 +4,10 @@
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 # Slurm for the Slurm tests and PostgreSQL for the sweep tests, installed where they can be (root, apt-get) while the
-# venvs are built: one after the other (apt-get holds dpkg's lock).
-{ bash "$root/scripts/install_slurm.sh"; bash "$root/scripts/install_postgresql.sh"; } &
-slurm=$!
+# venvs are built.
+bash "$root/scripts/install_services.sh" &
+services=$!
 venv="$(bash "$root/scripts/env.sh")"
-wait "$slurm"
+wait "$services"
 cd "$root"
 exec "$venv/bin/python" -m pytest -n 2 "$@"

@@ -1,6 +1,6 @@
 """A PostgreSQL server of the tests' own, every file of it in one folder, reached only through a Unix socket there.
 
-Debian's postgresql (scripts/install_postgresql.sh installs it). Its data folder belongs to the user ``postgres``:
+Debian's postgresql (scripts/install_services.sh installs it). Its data folder belongs to the user ``postgres``:
 initdb and pg_ctl refuse root. ``listen_addresses=`` (empty) opens no TCP port at all.
 """
 
@@ -15,7 +15,7 @@ BIN = sorted(Path("/usr/lib/postgresql").glob("*/bin"))
 def missing() -> str | None:
     """Why the tests' PostgreSQL cannot start here, or None."""
     if not BIN or not (BIN[-1] / "pg_ctl").is_file() or shutil.which("psql") is None:
-        return "PostgreSQL is not installed: scripts/install_postgresql.sh installs it"
+        return "PostgreSQL is not installed: scripts/install_services.sh installs it"
     if os.geteuid() != 0:
         return "the tests' PostgreSQL is started as its own user, postgres, which takes root"
     return None

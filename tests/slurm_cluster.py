@@ -1,6 +1,6 @@
 """A one-node Slurm of the tests' own: munge, slurmctld and slurmd, every file of theirs in one folder.
 
-Debian's slurm-wlm (scripts/install_slurm.sh installs it). Started and stopped by tests/test_slurm.py, which
+Debian's slurm-wlm (scripts/install_services.sh installs it). Started and stopped by tests/test_slurm.py, which
 leaves nothing running: the jobs are cancelled and the daemons stopped by their PIDs.
 """
 
@@ -22,7 +22,7 @@ def missing() -> str | None:
     """Why a one-node Slurm cannot start here, or None."""
     absent = [name for name in (*DAEMONS, "sbatch", "scontrol") if shutil.which(name) is None]
     if absent:
-        return f"Slurm is not installed ({', '.join(absent)} missing): scripts/install_slurm.sh installs it"
+        return f"Slurm is not installed ({', '.join(absent)} missing): scripts/install_services.sh installs it"
     if os.geteuid() != 0:
         return "the one-node Slurm of the tests runs its daemons as root"
     return None

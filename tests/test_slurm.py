@@ -4,7 +4,7 @@ cluster stops jobs.
 
 One project (gloo, 2 processes per node through srun and torchrun, deterministic), two jobs, submitted
 together: one preempted mid-run, one that reaches its time limit and is then cancelled. Where Slurm is not
-installed (scripts/install_slurm.sh) the tests skip, except under CI, where they fail.
+installed (scripts/install_services.sh) the tests skip, except under CI, where they fail.
 """
 
 import os
