@@ -50,6 +50,9 @@ def work(
                 with contextlib.suppress(Exception):
                     study.tell(trial, state=TrialState.FAIL, skip_if_finished=True)
                 raise
+        if ended.startswith("its run stopped"):
+            print(f"Trial {trial.number}: {ended}. The same command continues it.", flush=True)
+            return 1
         failed = [*failed, ended] if ended.startswith("failed") else []
         if len(failed) == FAILURES_IN_A_ROW:
             print(f"{len(failed)} trials failed in a row ({'; '.join(failed)}): fix the training, then run the same "
@@ -105,10 +108,12 @@ def _train(trial: optuna.Trial, settings: SweepSettings, text: str, study_dir: P
         return "complete"
     if stops.signum is not None or outcome.get("status") == "stopped":  # not a failure: continued as it is
         continue_later(study, now, died=False)
-        trial.set_user_attr("stopped", outcome.get("reason") or "before it started")
+        reason = outcome.get("reason") or "before it started"
+        trial.set_user_attr("stopped", reason)
         study.tell(trial, state=TrialState.FAIL, skip_if_finished=True)
-        print(f"Trial {number} stopped ({trial_dir}): it is continued by the next trial.", flush=True)
-        return "stopped"
+        print(f"Trial {number} stopped ({reason}; {trial_dir}): it is continued by the next trial.", flush=True)
+        # Stopped by itself (a full disk, limit_sec), not by this worker's signal: not to be tried again at once.
+        return "stopped" if stops.signum is not None else f"its run stopped ({reason})"
     reason = outcome.get("reason") if outcome.get("status") == "finished" else f"exit status {status}"
     why = f"no score: {reason}" if status == 0 else reason
     trial.set_user_attr("failed", why)
