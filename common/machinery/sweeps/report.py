@@ -46,7 +46,7 @@ def write_report(study: optuna.Study, study_dir: Path, text: str, output_dir: st
     write_whole(study_dir / BEST_CONFIG, header + trial_config(text, {**best.params, "output_dir": output_dir}))
     path = study_dir / BEST_CONFIG
     shown = command.format(config=path, dir=path.parent.resolve(), name=path.stem)
-    print(f"Best: trial {best.number} (score {best.value:.6g}), its config {path}. Train it: {shown}")
+    print(f"Best: trial {best.number} (score {best.value:.6g}), its config {path}.\nTrain it: {shown}")
     _pictures(study, study_dir, sum(trial.state == TrialState.COMPLETE for trial in trials))
 
 
