@@ -45,15 +45,15 @@ def work(
         trial = study.ask()
         with _Heartbeat(storage, trial._trial_id):
             try:
-                ended = _train(trial, settings, text, study_dir, url, stops)
+                ended, why = _train(trial, settings, text, study_dir, url, stops)
             except BaseException:  # the worker's own error (a config it cannot write): the trial is not left running
                 with contextlib.suppress(Exception):
                     study.tell(trial, state=TrialState.FAIL, skip_if_finished=True)
                 raise
-        if ended.startswith("its run stopped"):
-            print(f"Trial {trial.number}: {ended}. The same command continues it.", flush=True)
+        if ended == "stopped itself":  # a full disk, limit_sec: not to be tried again at once
+            print(f"Its run stopped ({why}): the same command continues trial {trial.number}.", flush=True)
             return 1
-        failed = [*failed, ended] if ended.startswith("failed") else []
+        failed = [*failed, f"trial {trial.number}: {why}"] if ended == "failed" else []
         if len(failed) == FAILURES_IN_A_ROW:
             print(f"{len(failed)} trials failed in a row ({'; '.join(failed)}): fix the training, then run the same "
                   "command.", flush=True)  # fmt: skip
@@ -62,16 +62,18 @@ def work(
     return 128 + stops.signum
 
 
-def _train(trial: optuna.Trial, settings: SweepSettings, text: str, study_dir: Path, url: str, stops: Stops) -> str:
+def _train(
+    trial: optuna.Trial, settings: SweepSettings, text: str, study_dir: Path, url: str, stops: Stops
+) -> tuple[str, str]:
     """One trial: its values, its config, its run (continued where a stopped trial of the same values left it), told
-    to the study; what became of it, in words."""
+    to the study. How it ended (complete, pruned, surplus, taken over, stopped, stopped itself, failed), and why."""
     study, number = trial.study, trial.number
     trials = study.get_trials(deepcopy=False)
     first = _first(trials[number])
     if _surplus(trials, number, first, settings.n_trials):  # another worker started the last trial first
         trial.set_user_attr("surplus", True)
         study.tell(trial, state=TrialState.FAIL, skip_if_finished=True)
-        return "surplus"
+        return "surplus", ""
     values = suggest(trial, settings.space)
     run_name = f"trial-{first:04d}"  # a continued trial keeps its run
     trial.set_user_attr("run", run_name)
@@ -96,30 +98,29 @@ def _train(trial: optuna.Trial, settings: SweepSettings, text: str, study_dir: P
     now = study.get_trials(deepcopy=False)[number]
     if now.state != TrialState.RUNNING:  # its heartbeat came late: another worker has taken the trial over
         print(f"Trial {number} was taken over by another worker (this one's heartbeat was late).", flush=True)
-        return "taken over"
+        return "taken over", ""
     if status == 0 and outcome.get("status") == "pruned":
         print(f"Trial {number} pruned: {outcome['reason']}", flush=True)
         study.tell(trial, state=TrialState.PRUNED, skip_if_finished=True)
-        return "pruned"
+        return "pruned", outcome["reason"]
     scores = now.intermediate_values
     if status == 0 and outcome.get("status") == "finished" and scores:
         print(f"Trial {number} finished: score {scores[max(scores)]} at epoch {max(scores)}", flush=True)
         study.tell(trial, scores[max(scores)], skip_if_finished=True)
-        return "complete"
+        return "complete", ""
     if stops.signum is not None or outcome.get("status") == "stopped":  # not a failure: continued as it is
         continue_later(study, now, died=False)
         reason = outcome.get("reason") or "before it started"
         trial.set_user_attr("stopped", reason)
         study.tell(trial, state=TrialState.FAIL, skip_if_finished=True)
-        print(f"Trial {number} stopped ({reason}; {trial_dir}): it is continued by the next trial.", flush=True)
-        # Stopped by itself (a full disk, limit_sec), not by this worker's signal: not to be tried again at once.
-        return "stopped" if stops.signum is not None else f"its run stopped ({reason})"
+        print(f"Trial {number} stopped ({reason}; {trial_dir}): a trial of its own continues it.", flush=True)
+        return ("stopped" if stops.signum is not None else "stopped itself"), reason  # itself: not this worker's stop
     reason = outcome.get("reason") if outcome.get("status") == "finished" else f"exit status {status}"
     why = f"no score: {reason}" if status == 0 else reason
     trial.set_user_attr("failed", why)
     study.tell(trial, state=TrialState.FAIL, skip_if_finished=True)
     print(f"Trial {number} failed ({why}; its run: {trial_dir}).", flush=True)
-    return f"failed: trial {number}, {why}"
+    return "failed", why
 
 
 def _first(trial: FrozenTrial) -> int:
