@@ -43,9 +43,11 @@ def kind_of(argv: list[str]) -> str:
     return "other commands"
 
 
-def add(kind: str, seconds: float) -> None:
+def add(kind: str, seconds: float, started: int = 0) -> None:
     if _current is not None:
         _current["kinds"][kind] = _current["kinds"].get(kind, 0.0) + seconds
+        if started:
+            _current["starts"][kind] = _current["starts"].get(kind, 0) + started
 
 
 _init, _wait = subprocess.Popen.__init__, subprocess.Popen.wait
@@ -60,7 +62,7 @@ def _timed_init(self, args, *rest, **kwargs):
 def _timed_wait(self, *args, **kwargs):
     status = _wait(self, *args, **kwargs)
     if getattr(self, "_costs_start", None) is not None:
-        add(self._costs_kind, time.perf_counter() - self._costs_start)
+        add(self._costs_kind, time.perf_counter() - self._costs_start, started=1)
         self._costs_start = None  # counted once, however often it is waited for
     return status
 
@@ -71,7 +73,7 @@ def _cpu() -> float:
 
 
 class Costs:
-    """Writes one JSON line per test: nodeid, worker, start, wall, cpu, kinds."""
+    """Writes one JSON line per test: nodeid, worker, start, wall, cpu, kinds (seconds), starts (commands)."""
 
     def __init__(self, directory: Path) -> None:
         directory.mkdir(parents=True, exist_ok=True)
@@ -88,7 +90,7 @@ class Costs:
     @pytest.hookimpl(hookwrapper=True)
     def pytest_runtest_protocol(self, item, nextitem):
         global _current
-        _current = {"kinds": {}, "outcome": "passed"}
+        _current = {"kinds": {}, "starts": {}, "outcome": "passed"}
         start, cpu = time.time(), _cpu()
         yield
         record = {
@@ -98,6 +100,7 @@ class Costs:
             "wall": time.time() - start,
             "cpu": _cpu() - cpu,
             "kinds": _current["kinds"],
+            "starts": _current["starts"],
             "outcome": _current["outcome"],
         }
         _current = None
