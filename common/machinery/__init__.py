@@ -11,7 +11,8 @@ The map, one concern a module or a folder, with the names your files import:
   step's ``autocast``, ``backward``, ``optimizer_step``, ``update``).
 - ``runs/``, the run directory and continuing: ``start.py`` (``start_run``: seed, run directory, log);
   ``directory.py`` (a new run or the stopped one's, how it ended, ``write_classes``); ``files.py`` (the command's
-  hold, files written whole, checkpoints found intact); ``preemption.py`` (the clean stop on SIGTERM or Ctrl-C).
+  hold, files written whole); ``checkpoints.py`` (checkpoints found intact, read safely); ``preemption.py`` (the
+  clean stop on SIGTERM or Ctrl-C).
 - ``training/``, the engines and their handlers: ``fit.py`` (``fit``: the run around your engines);
   ``engine.py`` (``training_engine``: the engine around your training step);
 {% if flags.eval_metric %}

@@ -15,10 +15,10 @@ from pathlib import Path
 
 import torch
 
+from machinery.runs.checkpoints import read_checkpoint
 {% if flags.eval_metric %}
 from machinery.runs.directory import CLASSES_FILE
 {% endif %}
-from machinery.runs.files import read_checkpoint
 from machinery.settings import Settings, load_config
 
 

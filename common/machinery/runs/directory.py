@@ -15,13 +15,14 @@ from typing import Any
 import ignite.distributed as idist
 import yaml
 
-from machinery.runs.files import Unusable, hold, {{ "newest_intact, " if cookiecutter.save_training }}read_run_file, release_run_dir, write_whole
+{% if cookiecutter.save_training %}
+from machinery.runs.checkpoints import newest_intact
+{% endif %}
+from machinery.runs.files import STATUS_FILE, Unusable, hold, read_run_file, release_run_dir, write_whole
 from machinery.settings import RunSettings, as_dict
 
 # Keys a continuing command may change: none alters the iterations trained. A larger max_epochs trains longer.
 MAY_CHANGE = ("max_epochs", "log_every_iters", "save_every_iters", "n_saved", "limit_sec", "num_workers")
-# How the run ended: stopped (to continue), finished (preemption.setup_clean_stop), failed or aborted (record_failure).
-STATUS_FILE = "status.yaml"
 {% if flags.eval_metric %}
 # The class names, in the order of the model's outputs, beside the run's models (write_classes).
 CLASSES_FILE = "classes.json"

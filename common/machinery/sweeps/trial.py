@@ -10,8 +10,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from machinery.runs.directory import STATUS_FILE
-from machinery.runs.files import Unusable, hold, read_run_file, release_run_dir
+from machinery.runs.files import STATUS_FILE, Unusable, hold, read_run_file, release_run_dir
 
 
 class Stops:

@@ -24,10 +24,10 @@ from ignite.engine import Engine, Events
 from ignite.handlers import Checkpoint
 {% endif %}
 
-from machinery.runs.directory import write_status
 {% if cookiecutter.save_training %}
-from machinery.runs.files import saved_at
+from machinery.runs.checkpoints import saved_at
 {% endif %}
+from machinery.runs.directory import write_status
 from machinery.runs.preemption import STOP, STOP_SIGNALS
 
 REPLICAS_FOLDER = "TRAINING_REPLICAS_FOLDER"  # where the launcher and its replicas meet (inherited)

@@ -31,11 +31,11 @@ from ignite.handlers import (
 )
 
 {% if cookiecutter.save_training %}
-from machinery.runs.files import raise_if_disk_full, read_checkpoint, saved_training_checkpoints
+from machinery.runs.checkpoints import raise_if_disk_full, read_checkpoint, saved_training_checkpoints
 {% elif flags.save_checkpoints %}
-from machinery.runs.files import raise_if_disk_full, read_checkpoint
+from machinery.runs.checkpoints import raise_if_disk_full, read_checkpoint
 {% else %}
-from machinery.runs.files import read_checkpoint
+from machinery.runs.checkpoints import read_checkpoint
 {% endif %}
 from machinery.runs.preemption import STOP, asked_to_stop
 from machinery.settings import RunSettings

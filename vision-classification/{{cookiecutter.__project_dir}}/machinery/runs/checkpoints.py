@@ -1,0 +1,1 @@
+../../../../common/machinery/runs/checkpoints.py
