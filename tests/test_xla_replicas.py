@@ -34,7 +34,7 @@ REPLICA_CONFIG = {
 }
 # Eval sets no replica count divides, scored whole: 8 replicas score 9 or 10 images each (5 batches of 2, the
 # last one short on some), segmentation's 3 or 2 scenes (2 batches on some replicas, 1 on the others).
-EVAL_SIZES = {"vision-classification": 75, "text-classification": 75, "vision-segmentation": 21}
+EVAL_SIZES = {"vision-classification": 75, "vision-segmentation": 21}
 
 
 def bake_for_replicas(bake, template: str, answers: dict | None = None, **config) -> Path:
@@ -103,7 +103,14 @@ def parameters(record: dict) -> list[dict[str, torch.Tensor]]:
 AVERAGED = {"vision-classification"}
 
 
-@pytest.mark.parametrize("template", TEMPLATES)
+# The templates whose code differs on the replicas' path: what 8 replicas share (the shards, the all-reduce, replica
+# 0's checkpoints, the evaluation's sums across replicas) is machinery's and the classifiers'; text-classification's
+# model and batches on the XLA device are checked by its one-device run (test_xla_runs.py). Vision stands for both
+# classifiers (80 s of a text run on 8 replicas saved); segmentation scores per pixel; the GAN trains two networks.
+REPLICA_TEMPLATES = [template for template in TEMPLATES if template != "text-classification"]
+
+
+@pytest.mark.parametrize("template", REPLICA_TEMPLATES)
 def test_tpu_project_trains_as_8_replicas_that_end_alike_on_shards_of_their_own(bake, tmp_path, template) -> None:
     answers = {"ema": True} if template in AVERAGED else {}
     run_dir, log, ranks = train_as_replicas(bake, tmp_path, template, answers=answers)
