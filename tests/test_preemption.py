@@ -86,7 +86,14 @@ def default_workers(project: Path) -> dict[str, int]:
     return {"num_workers": workers}
 
 
-@pytest.mark.parametrize("template", TEMPLATES)
+# The templates whose state crosses these three stops by code of their own: vision and segmentation (their loaders'
+# random transforms, their evaluations; segmentation's auxiliary head), the GAN (two networks, no evaluation). Text's
+# state is the classifiers' (vision's here); its own run stopped and continued bit-identical is its launcher test's
+# (test_sigterm_to_the_launcher_...: 2 processes, the same stateful answers, num_workers 2): 35 s saved.
+THREE_STOPS = [template for template in TEMPLATES if template != "text-classification"]
+
+
+@pytest.mark.parametrize("template", THREE_STOPS)
 def test_a_run_stopped_three_times_and_continued_ends_bit_identical_to_an_uninterrupted_one(
     bake, tmp_path: Path, template: str
 ) -> None:
