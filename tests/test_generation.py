@@ -101,8 +101,8 @@ def test_generated_files_are_the_ones_the_answers_ask_for(baked, template: str, 
     project = baked(template, **combo)
     names = {p.relative_to(project).as_posix() for p in project_files(project)}
     expected = {"main.py", "config.py", "data.py", "models.py", "trainers.py", "config.yaml"}
-    machinery = "__init__ backend launch settings runs/start runs/directory runs/files runs/checkpoints".split()
-    machinery += ["runs/preemption"]
+    machinery = "__init__ backend launch settings".split()
+    machinery += "runs/start runs/directory runs/files runs/checkpoints runs/preemption".split()
     machinery += "training/engine training/fit training/handlers data/loaders inference/trained".split()
     expected |= {f"machinery/{name}.py" for name in machinery}
     assert expected <= names, f"missing files: {expected - names}"

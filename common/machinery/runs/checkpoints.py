@@ -21,8 +21,6 @@ import torch
 from ignite.handlers import Checkpoint
 
 from machinery.runs.files import Unusable
-{% endif %}
-{% if cookiecutter.save_training %}
 
 
 def checkpoint_name(filename_prefix: str, iteration: int | str) -> str:
