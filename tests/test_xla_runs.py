@@ -228,20 +228,29 @@ def test_tpu_run_draws_a_picture_each_epoch(tpu_run, template: str) -> None:
         assert all(set(values) >= {"loss_d", "loss_g"} for values in run.log["train"])
 
 
+# The templates whose own training tests run on the XLA device here: vision's (ResNet-18 learns there, in bf16).
+# The others run their tests/test_xla.py there (launch, shim, eval metrics on the device): segmentation's models
+# compile for minutes (XLA_OWN_TESTS); text's and the GAN's tests/test_training.py are the CPU projects' file, byte
+# for byte, which passes on the CPU (test_ci_commands_pass_in_a_fresh_venv, test_generated_gan_project_tests_pass),
+# and their models train on the XLA device in their notebook and late-read runs above (98 s saved, measured).
+OWN_TRAINING_TESTS_ON_XLA = {"vision-classification"}
+
+
 @pytest.mark.parametrize("template", TEMPLATES)
 def test_xla_project_own_tests_pass_with_bf16_and_fire(bake, template: str) -> None:
     """The generated tests, as a TPU user runs them: the launch logic for 8 replicas, the shim, the eval
-    metrics, and short bf16 runs on the XLA device, the one that shows the project learning included."""
+    metrics; for vision, short bf16 runs on the XLA device, the one that shows the project learning included."""
     project = bake(template, backend="xla-tpu", argparser="fire", mixed_precision="bfloat16", include_test=True)
     assert (project / "tests" / "test_xla.py").is_file()
     # Not tests/test_export.py: export.py runs on the CPU with the torch TPU projects pin (2.9.0, the base test
     # venv's, where the projects' own tests export: test_ci_commands_pass_in_a_fresh_venv, and segmentation's).
     argv = [XLA_PYTHON, "-m", "pytest", "-v", "-p", "no:cacheprovider", "--deselect", "tests/test_export.py"]
-    argv += XLA_OWN_TESTS.get(template, [])
+    on_xla = XLA_OWN_TESTS.get(template, [] if template in OWN_TRAINING_TESTS_ON_XLA else ["tests/test_xla.py"])
+    argv += on_xla
     proc = run_cmd(argv, cwd=project, timeout=600, env=XLA_CPU_OWN_TESTS)
     passed = re.search(r"(\d+) passed", proc.stdout)
-    assert passed and int(passed[1]) >= 8 and "skipped" not in proc.stdout, proc.stdout
-    if template not in XLA_OWN_TESTS:
+    assert passed and int(passed[1]) >= 6 and "skipped" not in proc.stdout, proc.stdout
+    if not on_xla:
         learns = LEARNING_TESTS[template]
         assert f"tests/test_training.py::{learns} PASSED" in proc.stdout, f"{learns} must run and pass:\n{proc.stdout}"
 
