@@ -8,8 +8,8 @@ one training process (one node's preemption notice), or one process past ``limit
 others learn of it only through the vote the processes agree on where they read the losses
 (handlers.read_losses): without it, the one process stops alone and the others wait for it in their next
 collective, or fail there. (Measured: with each process's own request in place of the agreed vote, every case
-fails.) The TPU replicas on the CPU are threads of one process, which would share one stop request: the probe
-gives each its own, as each of a TPU's replica processes has; with a shared one, that sabotage passed.
+fails.) TPU replicas agree by the same vote: one replica's time limit stops 8 of them, each with a stop request of
+its own, in test_xla_replicas.py's stopped and continued run.
 """
 
 import os
@@ -19,9 +19,8 @@ from pathlib import Path
 
 import pytest
 import torch
-from environments import PYTHON, XLA_CPU, XLA_PYTHON
+from environments import PYTHON
 from projects import free_port, make_offline, read_log, readme_train_command, run_dirs, run_status
-from scheduling import on_one_worker
 
 pytestmark = pytest.mark.slow  # they train, stop and continue generated projects: not in the quick lane
 
@@ -61,20 +60,19 @@ def records_of(records: Path) -> list[dict]:
     return [torch.load(path, weights_only=True) for path in sorted(records.glob("rank*.pt"))]
 
 
-# Each launcher with two processes (2 TPU replicas on the XLA CPU device, tests/probes/xla_cpu_replicas.py).
+# Each launcher with two processes.
 LAUNCHES = {
     "torchrun": {"backend": "gloo", "launcher": "torchrun", "nproc_per_node": "2"},
     "spawn": {"backend": "gloo", "launcher": "spawn", "nproc_per_node": "2"},
-    "tpu-replicas": {"backend": "xla-tpu"},
 }
 # Each launcher and the stop that reaches its rank 1 (one_stop.py's WHAT): a SIGTERM to one of torchrun's workers
 # or to one of the processes spawn started (their launcher gets none). A TPU launcher's replicas take no signals
-# (they read its stop file, or their own time limit): one replica past its limit, before the others (the time
-# limit's stop is the same code in every project). The TPU case runs on the worker of the other XLA runs.
-CASES = ["torchrun:signal", "spawn:signal", on_one_worker("xla", "tpu-replicas:limit")]
+# (they read its stop file, or their own time limit): one replica past its limit is test_xla_replicas.py's, on 8
+# replicas (62 s of a 2-replica XLA run here saved).
+CASES = ["torchrun:signal", "spawn:signal"]
 # What the stopped command exits with: torchrun's 1 for a worker that exited 143; spawn's launcher 143, the status
-# of the signal one of its processes had (as if it had had it); a time limit 0 (the README: "with status 0").
-STOPPED_EXIT = {"torchrun:signal": 1, "spawn:signal": 143, "tpu-replicas:limit": 0}
+# of the signal one of its processes had (as if it had had it).
+STOPPED_EXIT = {"torchrun:signal": 1, "spawn:signal": 143}
 
 
 @pytest.mark.parametrize("case", CASES)
@@ -83,17 +81,12 @@ def test_a_stop_that_reaches_one_process_stops_all_after_the_same_iteration_and_
 ) -> None:
     """README, "Stop and continue": every process finishes the iteration it is in, all stop at the same one,
     rank 0 saves a training checkpoint; the same command continues the run. Here the stop reaches rank 1 only
-    (a SIGTERM to that process, or its time limit), and rank 0 saves."""
+    (a SIGTERM to that process), and rank 0 saves."""
     launch, what = case.split(":")
-    answers = LAUNCHES[launch] | {"limit_sec": "3600"}  # the time limit's code in every project: 1 hour
-    if launch != "tpu-replicas":
-        answers["master_port"] = free_port()
+    answers = LAUNCHES[launch] | {"limit_sec": "3600", "master_port": free_port()}  # a time limit of 1 hour
     project = bake("gan", **answers)
     make_offline(project, max_epochs=1, train_epoch_length=ITERATIONS, log_every_iters=EVERY)
     python, env, timeout = PYTHON, {}, 120
-    if launch == "tpu-replicas":
-        python, timeout = XLA_PYTHON, 240
-        env = {"XLA_CPU_REPLICAS": "2", "XLA_FLAGS": XLA_CPU["XLA_FLAGS"]}
 
     stop = {"ONE_STOP": f"{what}:1:{STOP_DURING}"}
     status, output = train(project, tmp_path / "stopped", python, env | stop, timeout)
