@@ -23,9 +23,6 @@ for layer in "${layers[@]}"; do
 done
 wants() { [[ " ${layers[*]} " == *" $1 "* ]]; }
 
-# pip installs with --no-compile: Python writes a module's bytecode the first time a process imports it, so the
-# suite compiles the modules it uses, not all 16,900 of the base venv alone (measured, all three venvs from pip's cache:
-# 2m39s with pip compiling, 2m12s without; compiling the base venv's files alone takes 57 s of one core).
 # The venvs are built side by side: a layer installs its own packages only (--no-deps), so it needs the base
 # venv's packages only when it runs, and pip unpacking torch into the base venv keeps one core busy for minutes.
 # A rebuilt base venv rebuilds the layers too (they are checked by importing through it).
@@ -46,11 +43,11 @@ if [ "$want" != "$have" ] || ! "$venv/bin/python" -c "import torch, ignite, cook
     # rest (measured from pip's cache: 2m14s in one process, 1m24s-1m42s in two). pip check then
     # proves the lock whole: a dependency it lacks fails the set-up here, not a test later.
     base_packages() {
-        "$venv/bin/python" -m pip install --quiet --no-compile --upgrade pip
+        "$venv/bin/python" -m pip install --quiet --upgrade pip
         local big='^(torch|triton|nvidia-[a-z0-9-]+)=='
-        "$venv/bin/python" -m pip install --quiet --no-compile --no-deps -r <(grep -E "$big" "$lock") &
+        "$venv/bin/python" -m pip install --quiet --no-deps -r <(grep -E "$big" "$lock") &
         local unpacking=$!
-        "$venv/bin/python" -m pip install --quiet --no-compile --no-deps -r <(grep -vE "$big" "$lock")
+        "$venv/bin/python" -m pip install --quiet --no-deps -r <(grep -vE "$big" "$lock")
         wait "$unpacking"
         "$venv/bin/python" -m pip check >&2  # stdout is the base venv's path alone (test.sh reads it)
         echo "$want" > "$venv/.lock-sha256"
@@ -78,7 +75,7 @@ if wants xla && { [ -n "$fresh_base" ] || [ "$want_xla" != "$have_xla" ] \
     xla_packages() {
         new_layer "$xla"
         # torch_xla's own dependencies (absl-py, numpy, pyyaml, requests) are pinned in the base lock.
-        "$xla/bin/python" -m pip install --quiet --no-compile --no-deps -r "$xla_lock"
+        "$xla/bin/python" -m pip install --quiet --no-deps -r "$xla_lock"
         echo "$want_xla" > "$xla/.lock-sha256"
     }
     build xla_packages
@@ -95,8 +92,8 @@ if wants trackers && { [ -n "$fresh_base" ] || [ "$want_trackers" != "$have_trac
         new_layer "$trackers"
         # The build tools first: visdom is a source package built with them, without build isolation.
         # shellcheck disable=SC2046
-        "$trackers/bin/python" -m pip install --quiet --no-compile $(grep -E '^(setuptools|wheel)==' "$trackers_lock")
-        "$trackers/bin/python" -m pip install --quiet --no-compile --no-deps --no-build-isolation -r "$trackers_lock"
+        "$trackers/bin/python" -m pip install --quiet $(grep -E '^(setuptools|wheel)==' "$trackers_lock")
+        "$trackers/bin/python" -m pip install --quiet --no-deps --no-build-isolation -r "$trackers_lock"
         echo "$want_trackers" > "$trackers/.lock-sha256"
     }
     build tracker_packages
