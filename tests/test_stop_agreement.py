@@ -1,15 +1,14 @@
 """A stop that reaches one training process only still stops every process at the same iteration.
 
-The README's "Stop and continue" says: "every process finishes the iteration it is in, all stop at the same
-one, rank 0 saves a training checkpoint". A stop signal to the launcher, or to every process at once, reaches
-each process at the same reading, and would stop them together even if each decided alone. Here the stop
-reaches one process (or replica) only, and not rank 0, which saves (tests/probes/one_stop.py): a SIGTERM to
-one training process (one node's preemption notice), or one process past ``limit_sec`` before the others. The
-others learn of it only through the vote the processes agree on where they read the losses
-(handlers.read_losses): without it, the one process stops alone and the others wait for it in their next
-collective, or fail there. (Measured: with each process's own request in place of the agreed vote, every case
-fails.) TPU replicas agree by the same vote: one replica's time limit stops 8 of them, each with a stop request of
-its own, in test_xla_replicas.py's stopped and continued run.
+The README's "Stop and continue" says: "every process finishes the iteration it is in, all stop at the same one,
+rank 0 saves a training checkpoint". A stop signal to the launcher, or to every process at once, reaches each
+process at the same reading, and would stop them together even if each decided alone. Here the stop reaches one
+process only, and not rank 0, which saves (tests/probes/one_stop.py): a SIGTERM to one training process (one
+node's preemption notice), under torchrun and under spawn. The others learn of it only through the vote the
+processes agree on where they read the losses (handlers.read_losses): without it, the one process stops alone and
+the others wait for it in their next collective, or fail there. (Measured: with each process's own request in
+place of the agreed vote, every case fails.) TPU replicas agree by the same vote: one replica's time limit stops 8
+of them, each with a stop request of its own, in test_xla_replicas.py's stopped and continued run.
 """
 
 import os
@@ -83,13 +82,11 @@ def test_a_stop_that_reaches_one_process_stops_all_after_the_same_iteration_and_
     rank 0 saves a training checkpoint; the same command continues the run. Here the stop reaches rank 1 only
     (a SIGTERM to that process), and rank 0 saves."""
     launch, what = case.split(":")
-    answers = LAUNCHES[launch] | {"limit_sec": "3600", "master_port": free_port()}  # a time limit of 1 hour
-    project = bake("gan", **answers)
+    project = bake("gan", **LAUNCHES[launch], master_port=free_port())
     make_offline(project, max_epochs=1, train_epoch_length=ITERATIONS, log_every_iters=EVERY)
-    python, env, timeout = PYTHON, {}, 120
 
     stop = {"ONE_STOP": f"{what}:1:{STOP_DURING}"}
-    status, output = train(project, tmp_path / "stopped", python, env | stop, timeout)
+    status, output = train(project, tmp_path / "stopped", PYTHON, stop, 120)
     assert status == STOPPED_EXIT[case], f"exit code {status}\n{output[-5000:]}"
     (run_dir,) = run_dirs(project)
     # Rank 0, which writes it, learnt of the stop from rank 1's vote only.
@@ -106,7 +103,7 @@ def test_a_stop_that_reaches_one_process_stops_all_after_the_same_iteration_and_
     )
     assert "Traceback" not in (run_dir / "training.log").read_text()
 
-    status, output = train(project, tmp_path / "continued", python, env, timeout)
+    status, output = train(project, tmp_path / "continued", PYTHON, {}, 120)
     assert status == 0, f"exit code {status}\n{output[-5000:]}"
     assert run_dirs(project) == [run_dir], "the same command continues the stopped run"
     finished = {"status": "finished", "reason": "max_epochs", "epoch": 1, "iteration": ITERATIONS}
