@@ -99,7 +99,8 @@ PartitionName=tests Nodes={self.host} Default=YES MaxTime=INFINITE State=UP
         return subprocess.run(argv, env=self.env, capture_output=True, text=True, timeout=60).stdout
 
     def _pid(self, pid_file: Path) -> int:
-        self.wait_for(pid_file.is_file, 30, f"{pid_file.name}")
+        # The daemon creates its PID file, then writes it: wait for the PID, not the file.
+        self.wait_for(lambda: pid_file.is_file() and pid_file.read_text().split(), 30, f"{pid_file.name}")
         return int(pid_file.read_text().split()[0])
 
     def sbatch(self, project: Path, *options: str, env: dict[str, str], args: tuple[str, ...] = ()) -> str:

@@ -123,7 +123,8 @@ def run_recorded(local_rank: int, run: Callable[[int, RunSettings], None], confi
             record_failure(_Current.path, error)
         raise
     finally:
-        release_run_dir()
+        if idist.get_rank() == 0:  # the hold is rank 0's; replicas that are threads of one process share it
+            release_run_dir()
 
 
 def record_failure(run_dir: Path, error: BaseException) -> None:
