@@ -164,3 +164,8 @@ def test_resumed_run_ends_with_the_networks_of_an_uninterrupted_one(bake) -> Non
     del old_resumed["trainer"]["loss_history"], resumed["trainer"]["loss_history"]
     diffs = differences(old_resumed, resumed)
     assert not diffs, "a checkpoint without a loss history must resume the same training:\n" + "\n".join(diffs)
+
+
+def test_generated_gan_project_tests_pass(bake) -> None:
+    project = bake("gan", include_test=True, save_training=False, terminate_on_nan=False)
+    run_cmd([PYTHON, "-m", "pytest", "-q", "-p", "no:cacheprovider"], cwd=project)

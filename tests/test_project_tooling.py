@@ -88,14 +88,12 @@ def ci_commands(project: Path, ci: str) -> tuple[list[str], dict[str, str]]:
 
 # One project per template whose own tests CI runs (with the answers this repository runs those tests with:
 # a tracker and float16 mixed precision), GitHub and GitLab both; lint-only projects (include_test=no) with TPU pins
-# (on the XLA venv) and with visdom's two install commands (on the trackers venv). The GAN's tests with its two
-# handlers that default on (save_training, terminate_on_nan) off: the tests a project has follow its answers.
+# (on the XLA venv) and with visdom's two install commands (on the trackers venv).
 WITH_TESTS = {"include_test": True, "logger": "tensorboard", "mixed_precision": "float16"}
-HANDLERS_OFF = {"save_training": False, "terminate_on_nan": False}
 CI_RUNS = [
     ("vision-classification", {"ci": "github", **WITH_TESTS}),
     ("text-classification", {"ci": "github", "argparser": "fire", **WITH_TESTS}),
-    ("gan", {"ci": "gitlab", "argparser": "hydra", **HANDLERS_OFF, **WITH_TESTS}),
+    ("gan", {"ci": "gitlab", "argparser": "hydra", **WITH_TESTS}),
     ("vision-classification", {"ci": "gitlab", "include_test": False, "backend": "xla-tpu"}),
     ("text-classification", {"ci": "github", "include_test": False, "logger": "visdom"}),
 ]

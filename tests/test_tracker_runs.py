@@ -202,7 +202,7 @@ def test_visdom_server_shows_a_stopped_and_continued_run_in_the_same_windows(
 @pytest.mark.parametrize("tracker", [t for t in OPTIONS["logger"] if t not in ("none", "tensorboard")])
 def test_generated_tests_pass_with_the_tracker_offline(bake, tracker: str) -> None:
     """The project's own tests run the training: their fixtures keep the tracker local (offline or debug
-    modes, a Visdom server of their own; MLflow and TensorBoard are local anyway), so `pytest` passes with
+    modes, a Visdom server of their own; MLflow is local anyway), so `pytest` passes with
     no account, server or network.
     """
     project = bake(logger=tracker, include_test=True)

@@ -43,15 +43,15 @@ def xla_environment() -> None:
 # then trains with the README's command): 3 epochs of 4 iterations, the losses read every 5 (an interval the epoch
 # does not divide): none in epoch 1, whose steps compile, then at iteration 5 (epoch 2's first) and 10 (epoch 3's
 # second), after the warm-up. The tests below each check one thing of that run. Per template, the answers and config
-# values: text in the default precision, float32 (padded to max_length, the transformer must compile once too;
-# bfloat16's autocast is the shared step's, which vision's own tests train on the device); the GAN in bfloat16 (both
-# optimizers stepped by xm.optimizer_step, samples from the XLA device); evaluations of two lengths: vision's whole
-# synthetic eval set (256 images: 10 batches of 24 and a short last one, padded), text's first 2 batches,
-# segmentation's whole set (64 scenes: 2 batches of 24 and a short last one), with gradients accumulated over 2
-# batches (the steps with and without the optimizer step are two programs, both compiled in epoch 1).
+# values: text in bfloat16 (padded to max_length, the transformer must compile once too: the classifiers' step in
+# bfloat16; vision's and segmentation's runs are its float32); the GAN in bfloat16 (both optimizers stepped by
+# xm.optimizer_step, samples from the XLA device); evaluations of two lengths: vision's whole synthetic eval set (256
+# images: 10 batches of 24 and a short last one, padded), text's first 2 batches, segmentation's whole set (64 scenes:
+# 2 batches of 24 and a short last one), with gradients accumulated over 2 batches (the steps with and without the
+# optimizer step are two programs, both compiled in epoch 1).
 TPU_RUNS = {
     "vision-classification": ({"save_best_model": False}, {"eval_epoch_length": None, "eval_batch_size": 24}),
-    "text-classification": ({"save_best_model": False}, {"eval_epoch_length": 2}),
+    "text-classification": ({"save_best_model": False, "mixed_precision": "bfloat16"}, {"eval_epoch_length": 2}),
     "gan": ({"mixed_precision": "bfloat16"}, {}),
     "vision-segmentation": (
         {"save_best_model": False},
@@ -221,8 +221,9 @@ def test_tpu_run_draws_a_picture_each_epoch(tpu_run, template: str) -> None:
 # The templates whose own training tests run on the XLA device here: vision's (ResNet-18 learns there, in bf16). The
 # others run their tests/test_xla.py there (launch, shim, eval metrics on the device): segmentation's models compile
 # for minutes (scripts/projects.py's XLA_OWN_TESTS, for the lanes too); text's and the GAN's tests/test_training.py
-# are the CPU projects' file, byte for byte, which passes on the CPU (test_ci_commands_pass_in_a_fresh_venv), and
-# their models train on the XLA device in their notebook runs above (66 s saved, measured).
+# are the CPU projects' file, byte for byte, which passes on the CPU (test_ci_commands_pass_in_a_fresh_venv,
+# test_generated_gan_project_tests_pass), and their models train on the XLA device in their notebook runs above (66 s
+# saved, measured).
 OWN_TRAINING_TESTS_ON_XLA = {"vision-classification"}
 
 

@@ -116,28 +116,32 @@ def _end_after_failure(folder: Path) -> NoReturn:
 
 
 def _kill_replica_processes() -> None:
-    """Kill the replica processes (a TPU VM's; threads of this process end with it at its os._exit), and first what
-    they started: a loader worker left behind can wait for ever to hand over a batch it holds."""
-    for child in multiprocessing.active_children():
-        for pid in _descendants(child.pid):
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(pid, signal.SIGKILL)
-        child.kill()
+    """Kill the replica processes (a TPU VM's; threads of this process end with it at its os._exit), and first the
+    processes multiprocessing started for them: their loader workers, left running, hold batches no process takes."""
+    replicas = multiprocessing.active_children()
+    for pid in _started_by_multiprocessing({replica.pid for replica in replicas}):
+        with contextlib.suppress(OSError):  # ended meanwhile
+            os.kill(pid, signal.SIGKILL)
+    for replica in replicas:
+        replica.kill()
 
 
-def _descendants(pid: int) -> list[int]:
-    """The processes ``pid`` started, and theirs, from /proc (Linux's, a TPU VM's)."""
+def _started_by_multiprocessing(roots: set[int]) -> list[int]:
+    """The processes under ``roots`` that multiprocessing started (not a tracker's helper, left to end on its own),
+    from /proc (Linux's, a TPU VM's)."""
     children: dict[int, list[int]] = {}
     for stat in Path("/proc").glob("[0-9]*/stat"):
         with contextlib.suppress(OSError, IndexError, ValueError):  # ended meanwhile
             parent = int(stat.read_text().rsplit(") ", 1)[1].split()[1])  # after the command's name, its state
             children.setdefault(parent, []).append(int(stat.parent.name))
     found: list[int] = []
-    unseen = [pid]
+    unseen = list(roots)
     while unseen:
-        started = children.get(unseen.pop(), [])
-        found += started
-        unseen += started
+        for pid in children.get(unseen.pop(), []):
+            unseen.append(pid)
+            with contextlib.suppress(OSError):
+                if b"multiprocessing" in Path(f"/proc/{pid}/cmdline").read_bytes():
+                    found.append(pid)
     return found
 
 
