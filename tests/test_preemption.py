@@ -69,10 +69,9 @@ def train(
         stdout.seek(0)
         stderr.seek(0)
         out, err = stdout.read(), stderr.read()
-    assert proc is not None, (
-        f"`{' '.join(argv)}` ran past {timeout} s\n--- stdout ---\n{out[-3000:]}\n--- stderr ---\n{err[-5000:]}"
-    )
-    return subprocess.CompletedProcess(argv, proc.returncode, out, err)
+    ran = subprocess.CompletedProcess(argv, proc.returncode if proc else None, out, err)
+    assert proc is not None, f"`{' '.join(argv)}` ran past {timeout} s\n{outcome(ran)}"
+    return ran
 
 
 def outcome(proc: subprocess.CompletedProcess) -> str:
