@@ -206,7 +206,7 @@ def test_a_sweep_as_a_job_array_requeues_a_preempted_task_which_continues_its_tr
     slurm: Slurm, bake
 ) -> None:
     """The README's `sbatch --array=... slurm.sh sweep`, two tasks (two sweep workers sharing the study's SQLite file
-    on this one node), each trial two processes through torchrun. Task 0 is preempted mid-trial: it requeues itself,
+    on this one node), each trial two processes through torchrun. A task is preempted mid-trial: it requeues itself,
     and its next start continues that trial's run from its checkpoint. The study ends with exactly n_trials."""
     project = bake(backend="gloo", scheduler="slurm", sweep="optuna", deterministic=True, master_port=free_port())
     make_offline(project, max_epochs=2, train_epoch_length=4, save_every_iters=2, log_every_iters=1)
@@ -214,12 +214,20 @@ def test_a_sweep_as_a_job_array_requeues_a_preempted_task_which_continues_its_tr
     (command,) = commands(example((project / "README.md").read_text(), "## Sweep", "bash", r"^sbatch "))
     assert command == "sbatch --array=0-3 slurm.sh sweep", command
     job_id = slurm.sbatch(project, "--array=0-1", args=("sweep",), env={**JOB_ENV, "SLOW_ITERATIONS": "0.5"})
-    task = Job(f"{job_id}_0", project)
     study_dir = project / "logs" / "sweeps" / settings["study"]
 
-    # Task 0 must run, mid-trial: the node may start task 1 first, and 1 CPU of its 2 may be another test's job's.
-    slurm.wait_for(lambda: training_a_trial(slurm, task, study_dir), 240, f"task {task.id} training a trial")
-    slurm.run("scancel", "--signal=TERM", "--batch", task.id)  # a preemption notice to task 0's script
+    # The first task seen training a trial is preempted: the node may start either task first, or one at a time (a
+    # core each: CI's 2 CPUs may be one core's threads), and a pending task has no script to signal.
+    tasks = [Job(f"{job_id}_{index}", project) for index in (0, 1)]
+    training: list[Job] = []
+
+    def a_task_training() -> bool:
+        training[:] = [task for task in tasks if training_a_trial(slurm, task, study_dir)]
+        return bool(training)
+
+    slurm.wait_for(a_task_training, 240, "a task of the array training a trial")
+    task = training[0]
+    slurm.run("scancel", "--signal=TERM", "--batch", task.id)  # a preemption notice to the task's script
     wait_until_requeued(slurm, task, starts=1, timeout=120)
     start_again(slurm, task)
     slurm.wait_for(lambda: not slurm.queued(job_id), 300, f"job array {job_id} to end")
