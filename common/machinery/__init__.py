@@ -38,8 +38,9 @@ The map, one concern a module or a folder, with the names your files import:
   command stopped when its worker dies).
 {% endif %}
 {% if flags.xla %}
-- ``tpu/``, torch_xla: ``xla.py`` (the replicas' launch, device loaders, the names ignite 0.5.5 calls);
-  ``replicas.py`` (the replicas' stop and failure); ``counters.py`` (the XLA counters of each epoch){{ ";" if flags.eval_metric else "." }}
+- ``tpu/``, torch_xla: ``xla.py`` (the replicas' launch, the names ignite 0.5.5 calls); ``device_loaders.py`` (the
+  batches sent to the device, a loader's errors raised); ``replicas.py`` (the replicas' stop and failure);
+  ``counters.py`` (the XLA counters of each epoch){{ ";" if flags.eval_metric else "." }}
 {% endif %}
 {% if flags.tpu_metrics %}
   ``metrics.py`` (the eval metrics' state summed on the device, read once).

@@ -24,7 +24,8 @@ from torch.utils.data import DataLoader
 
 from machinery.settings import RunSettings
 {% if flags.xla %}
-from machinery.tpu.xla import device_loader, start_alike
+from machinery.tpu.device_loaders import device_loader
+from machinery.tpu.xla import start_alike
 {% endif %}
 
 
@@ -62,7 +63,7 @@ class Backend:
         Models move to the TPU, every replica starting from replica 0's weights (each initialised its own); optimizers
         step the moved parameters with ``xm.optimizer_step``, which all-reduces the gradients (ignite 0.5.5's
         ``auto_optim`` fails on XLA). The training loader feeds the TPU while a step runs{{ "; an eval loader pads its
-        last batch to the others' shape (``xla.device_loader``)" if flags.eval_metric }}."""
+        last batch to the others' shape (``device_loaders.device_loader``)" if flags.eval_metric }}."""
 {% else %}
         Models move to the device (with several processes, in ``DistributedDataParallel``); optimizers go through
         ignite's ``auto_optim``; data loaders stay as built (``loaders.py`` shards them across the processes)."""

@@ -1,25 +1,15 @@
-{% import "flags.j2" as flags with context %}
-"""TPU training with torch_xla: ignite 0.5.5 compatibility, replica launch, replicas alike, device loaders.
+"""TPU training with torch_xla: ignite 0.5.5 compatibility, replica launch, replicas alike (the data: device_loaders).
 Importing it adds back the torch_xla names ignite 0.5.5 calls (launch.py imports it before ignite uses torch_xla)."""
 
 import logging
-import sys
-from collections.abc import Callable, Iterator
-from typing import Any
+from collections.abc import Callable
 
 import ignite.distributed as idist
 import torch
 import torch_xla
 import torch_xla.core.xla_model as xm
-import torch_xla.distributed.parallel_loader as pl
 import torch_xla.runtime as xr
-{% if flags.eval_metric %}
-from torch.utils.data import DataLoader
-{% endif %}
 
-{% if flags.eval_metric %}
-from machinery.data.loaders import EvalShard
-{% endif %}
 from machinery.runs.directory import run_recorded
 from machinery.runs.preemption import catch_stop_signals, exit_if_stopped
 from machinery.settings import RunSettings
@@ -83,66 +73,3 @@ def start_alike(*models: torch.nn.Module, buffers_only: bool = False) -> None:
         if tensors:
             xm.collective_broadcast(tensors)
     torch_xla.sync()
-
-
-def device_loader(loader: Any) -> Any:
-    """The loader on the TPU (MpDeviceLoader){{ "; an EvalShard's batches padded: ``(batch, real rows)``" if flags.eval_metric }}."""
-{% if flags.eval_metric %}
-    if isinstance(loader.sampler, EvalShard):
-        return _eval_device_loader(loader)
-{% endif %}
-    if idist.get_world_size() > 1:
-        loader = loader._loader  # ignite has wrapped it in an MpDeviceLoader: rewrapped here
-    batches = _TrainingBatches(loader, idist.device(), batches_per_execution=sys.maxsize)
-    batches.sampler = loader.sampler  # as ignite's has it
-    return batches
-
-
-class _TrainingBatches(pl.MpDeviceLoader):
-    """Training batches on the TPU without the device loader's per-batch sync: the step ends with its own (engine.py),
-    and a second would wait for the TPU to finish it, so the host could not trace the next step meanwhile (23-27% of
-    host time a step on the XLA CPU device). Work pending at a pass's start (weights, a checkpoint) syncs first."""
-
-    def __iter__(self) -> Iterator[Any]:
-        torch_xla.sync()
-        return super().__iter__()
-{% if flags.eval_metric %}
-
-
-class _PadToBatchSize:
-    """A collate function: ``batch_size`` rows and the number of real ones. A short last batch repeats its first sample,
-    so one compiled program serves any eval set length (another shape compiles anew); metrics score real rows only."""
-
-    def __init__(self, collate_fn: Callable[[list[Any]], Any], batch_size: int) -> None:
-        self.collate_fn = collate_fn
-        self.batch_size = batch_size
-
-    def __call__(self, samples: list[Any]) -> tuple[Any, int]:
-        real = len(samples)
-        padded = samples + samples[:1] * (self.batch_size - real)
-        return self.collate_fn(padded), real  # a number the host keeps: the device loader copies tensors only
-
-
-def _eval_device_loader(loader: Any) -> pl.MpDeviceLoader:
-    """The eval loader rebuilt (same dataset, shard and settings) with a padding collate, on the TPU."""
-    loader = getattr(loader, "_loader", loader)  # on several replicas, ignite has wrapped it already
-    if loader.batch_size is None:
-        raise ValueError("an eval loader on the TPU needs a DataLoader with a batch_size, not a batch_sampler")
-    workers = {}
-    if loader.num_workers > 0:  # settings DataLoader accepts only with worker processes
-        workers = {"prefetch_factor": loader.prefetch_factor, "persistent_workers": loader.persistent_workers}
-    padded = DataLoader(
-        loader.dataset,
-        batch_size=loader.batch_size,
-        sampler=loader.sampler,
-        num_workers=loader.num_workers,
-        collate_fn=_PadToBatchSize(loader.collate_fn, loader.batch_size),
-        pin_memory=loader.pin_memory,
-        timeout=loader.timeout,
-        worker_init_fn=loader.worker_init_fn,
-        multiprocessing_context=loader.multiprocessing_context,
-        generator=loader.generator,
-        **workers,
-    )
-    return pl.MpDeviceLoader(padded, idist.device())
-{% endif %}

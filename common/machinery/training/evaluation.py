@@ -21,8 +21,8 @@ def evaluation_engine(
     eval_step: Callable[[Engine, Any], tuple[torch.Tensor, ...]], model: nn.Module, metrics: dict[str, Metric]
 ) -> Engine:
     """The engine that runs ``eval_step`` (``model`` in eval mode, no gradients), its outputs scored by ``metrics``.{{ "
-    On a TPU every batch has one shape (xla.device_loader pads the last one): eval_step gets the batch alone, and the
-    metrics score its real rows." if flags.xla }}"""
+    On a TPU every batch has one shape (device_loaders.device_loader pads the last one): eval_step gets the batch
+    alone, and the metrics score its real rows." if flags.xla }}"""
 
 {% if flags.xla %}
     @torch.no_grad()

@@ -1,18 +1,21 @@
 {% import "flags.j2" as flags with context %}
-"""machinery/tpu/xla.py without a TPU: spawn, replica start-up, world size, shim{{ ", padded eval batches, eval metrics" if flags.eval_metric }}."""
+"""machinery/tpu without a TPU: spawn, replica start-up, world size, shim, loader errors{{ ", padded eval batches,
+eval metrics" if flags.eval_metric }}."""
 
 import json
 import logging
 import os
 import subprocess
 import sys
+import threading
+from collections.abc import Iterator
 from pathlib import Path
 from types import SimpleNamespace
 
 import ignite.distributed as idist
 import pytest
-{% if flags.eval_metric %}
 import torch
+{% if flags.eval_metric %}
 import torch_xla
 {% endif %}
 import torch_xla.core.xla_model as xm
@@ -23,8 +26,8 @@ import torch_xla.runtime as xr
 {% if flags.eval_metric %}
 from ignite.engine import Engine
 from torch import nn
-from torch.utils.data import DataLoader
 {% endif %}
+from torch.utils.data import DataLoader
 
 {% if flags.eval_metric %}
 import metrics
@@ -36,6 +39,7 @@ from data import IGNORE_INDEX, NUM_CLASSES
 from machinery.data.loaders import EvalShard
 {% endif %}
 from machinery.tpu import xla
+from machinery.tpu.device_loaders import device_loader
 {% if flags.eval_metric %}
 from machinery.training.evaluation import evaluation_engine
 {% endif %}
@@ -127,6 +131,51 @@ def test_world_size_differing_from_nproc_per_node_is_said_in_one_line(
         assert warnings == []
 
 
+class _Unreadable(torch.utils.data.Dataset):
+    """Eight items, the sixth unreadable (a truncated image, say)."""
+
+    def __len__(self) -> int:
+        return 8
+
+    def __getitem__(self, index: int) -> torch.Tensor:
+        if index == 5:
+            raise ValueError("cannot read item 5")
+        return torch.tensor([float(index)])
+
+
+class _FailingPass:
+    """Batches whose pass fails as it starts, as a persistent loader's does once one of its workers has died."""
+
+    def __len__(self) -> int:
+        return 4
+
+    def __iter__(self) -> Iterator[list[int]]:
+        raise RuntimeError("DataLoader worker (pid(s) 1) exited unexpectedly")
+
+
+@pytest.mark.parametrize("where", ["mid-pass", "at a pass's start"])
+def test_a_loader_error_on_the_device_is_raised_where_the_batches_are_taken(where: str) -> None:
+    """torch_xla's loader thread prints a loader's error and ends the pass as if the data had run out (an epoch cut
+    short), and one met as a pass starts leaves the loop waiting for a batch for ever: the run must fail with it."""
+    if where == "mid-pass":
+        loader, error = DataLoader(_Unreadable(), batch_size=2), "cannot read item 5"
+    else:
+        loader, error = DataLoader(_Unreadable(), batch_sampler=_FailingPass()), "exited unexpectedly"
+    taken: dict[str, object] = {}
+
+    def take() -> None:
+        try:
+            taken["batches"] = len(list(device_loader(loader)))
+        except Exception as raised:
+            taken["error"] = str(raised)
+
+    loop = threading.Thread(target=take, daemon=True)
+    loop.start()
+    loop.join(60)
+    assert not loop.is_alive(), f"{where}: the loop waits for a batch for ever"
+    assert error in str(taken.get("error")), f"{where}: the pass ended without the loader's error: {taken}"
+
+
 def test_compat_shim_adds_only_the_missing_torch_xla_names(monkeypatch: pytest.MonkeyPatch) -> None:
     for name in xla.REMOVED_NAMES:
         monkeypatch.delattr(xm, name, raising=False)
@@ -140,7 +189,7 @@ def test_compat_shim_adds_only_the_missing_torch_xla_names(monkeypatch: pytest.M
 
 def test_eval_batches_are_padded_to_one_shape_with_their_real_row_count() -> None:
     numbers = list(range(10))
-    loader = xla.device_loader(DataLoader(numbers, batch_size=4, sampler=EvalShard(numbers)))
+    loader = device_loader(DataLoader(numbers, batch_size=4, sampler=EvalShard(numbers)))
     batches = [(batch.cpu().tolist(), real) for batch, real in loader]
     assert batches == [([0, 1, 2, 3], 4), ([4, 5, 6, 7], 4), ([8, 9, 8, 8], 2)], "the short last batch is padded"
 
@@ -158,7 +207,7 @@ def test_the_metrics_on_the_device_score_padded_batches_as_on_the_cpu_from_the_r
     for name, metric in metrics.eval_metrics(loss_fn).items():
         metric.attach(on_cpu, name)
     expected = on_cpu.run(batches).metrics
-    # The short last batch padded with copies of its first row, as xla.device_loader pads it: counted, they show.
+    # The short last batch padded with copies of its first row, as device_loader pads it: counted, they show.
     padded = [
         (tuple(torch.cat([t, t[:1].expand(4 - len(t), *t.shape[1:])]).to(device) for t in batch), len(batch[0]))
         for batch in batches

@@ -1,0 +1,1 @@
+../../../../common/machinery/tpu/device_loaders.py
