@@ -9,7 +9,7 @@ training_engine): ``model.train()``, forward, cross-entropy, backward, ``xm.opti
 losses stacked into one vector. The loops:
 
 - device loader: what a generated TPU project runs today: each batch from torch_xla's ``MpDeviceLoader``
-  (machinery/tpu/xla.py's device_loader, on one device too), the step, then the engine's ``torch_xla.sync()``.
+  (device_loader in machinery/tpu/device_loaders.py, one device too), the step, then the engine's ``torch_xla.sync()``.
   MpDeviceLoader syncs each time it hands out a batch (torch_xla/distributed/parallel_loader.py,
   ``PerDeviceLoader.next``); nothing is pending then (the engine has just synced), and a sync with nothing to run
   waits for the device's last program (torch_xla's ``SyncTensorsGraphInternal``: "Ensure previous execution is

@@ -33,8 +33,9 @@ JOB_ENV = {
     "HF_HUB_OFFLINE": "1",
     "HF_DATASETS_OFFLINE": "1",
 }
+# Slurm's states of a job that will not start again by itself: ended, or held until someone releases it.
 ENDED = ("COMPLETED", "CANCELLED", "FAILED", "TIMEOUT", "NODE_FAIL", "BOOT_FAIL", "DEADLINE", "OUT_OF_MEMORY")
-"""Slurm's states of a job that has ended and will not start again by itself."""
+ENDED += ("PREEMPTED", "REQUEUE_HOLD", "SPECIAL_EXIT")
 
 
 @pytest.fixture(scope="module")
@@ -90,9 +91,10 @@ def jobs(slurm: Slurm, bake_for_a_shared_run, tmp_path_factory) -> Jobs:
     )
 
 
-def job_output(job: Job) -> str:
-    """The job's output file, every start of it (slurm.sh: --output=%x-%j.out, --open-mode=append)."""
-    (path,) = job.project.glob(f"*-{job.id}.out")
+def job_output(job: Job, job_id: str = "") -> str:
+    """The job's output file, every start of it (slurm.sh: --output=%x-%j.out, --open-mode=append); an array task's
+    is named by its own ``JobId``, not by ``ARRAY_TASK``."""
+    (path,) = job.project.glob(f"*-{job_id or job.id}.out")
     return path.read_text()
 
 
@@ -120,7 +122,7 @@ def wait_until_requeued(slurm: Slurm, job: Job, starts: int, timeout: float) -> 
         state = fields["JobState"]
         # Only an ended job fails the wait: on its way to the queue a job passes through states of its own, and
         # Slurm names more of them than one run shows (SIGNALING while its time limit's signal is sent, in CI).
-        assert state not in ENDED, f"job {job.id} is {state}, not requeued:\n{job_output(job)}"
+        assert state not in ENDED, f"job {job.id} is {state}, not requeued:\n{job_output(job, fields['JobId'])}"
         return state == "PENDING" and fields["Restarts"] == str(starts)
 
     slurm.wait_for(requeued, timeout, f"job {job.id} requeued after start {starts}")

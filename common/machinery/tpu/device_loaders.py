@@ -8,7 +8,6 @@ from collections.abc import {{ "Callable, " if flags.eval_metric }}Iterator
 from typing import Any
 
 import ignite.distributed as idist
-import torch
 import torch_xla
 import torch_xla.distributed.parallel_loader as pl
 {% if flags.eval_metric %}
@@ -36,28 +35,29 @@ class _DeviceBatches(pl.MpDeviceLoader):
     in the loop that takes them. torch_xla's loader thread would print it and end the pass as if the data had run
     out (an epoch cut short), or, met as a pass starts, end with the loop waiting for a batch for ever."""
 
-    def __init__(self, loader: Any, device: torch.device, **kwargs: Any) -> None:
-        self._errors: queue.SimpleQueue[Exception] = queue.SimpleQueue()
-        super().__init__(_ErrorsKept(loader, self._errors), device, **kwargs)
-
     def __iter__(self) -> Iterator[Any]:
-        yield from super().__iter__()
-        if not self._errors.empty():
-            raise self._errors.get()
+        loader = self._loader  # the DataLoader itself between passes: engine.py reads and replaces it
+        # Each pass keeps its own errors: the thread reads ahead, so a pass left early (an evaluation's
+        # eval_epoch_length batches) may meet one that is not the next pass's.
+        self._loader = kept = _ErrorsKept(loader)
+        try:
+            batches = super().__iter__()  # the pass's thread starts here, reading ``kept``
+        finally:
+            self._loader = loader
+        yield from batches
+        if not kept.errors.empty():
+            raise kept.errors.get()
 
 
 class _ErrorsKept:
-    """The loader as the device loader's thread reads it: an error ends the pass, kept for _DeviceBatches."""
+    """A loader as the device loader's thread reads it in one pass: an error ends the pass, kept for _DeviceBatches."""
 
-    def __init__(self, loader: Any, errors: queue.SimpleQueue) -> None:
+    def __init__(self, loader: Any) -> None:
         self.loader = loader
-        self.errors = errors
+        self.errors: queue.SimpleQueue[Exception] = queue.SimpleQueue()
 
     def __len__(self) -> int:
         return len(self.loader)
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self.loader, name)  # its sampler, batch size, ... as code unwrapping a device loader reads them
 
     def __iter__(self) -> Iterator[Any]:
         try:  # a generator: even the pass's start (a persistent loader's workers resumed) runs in here
@@ -69,7 +69,8 @@ class _ErrorsKept:
 class _TrainingBatches(_DeviceBatches):
     """Training batches on the TPU without the device loader's per-batch sync: the step ends with its own (engine.py),
     and a second would wait for the TPU to finish it, so the host could not trace the next step meanwhile (23-27% of
-    host time a step on the XLA CPU device). Work pending at a pass's start (weights, a checkpoint) syncs first."""
+    host time a step on the XLA CPU device). Work pending at a pass's start (weights, a checkpoint) syncs before its
+    first batch."""
 
     def __iter__(self) -> Iterator[Any]:
         torch_xla.sync()

@@ -132,13 +132,19 @@ def test_world_size_differing_from_nproc_per_node_is_said_in_one_line(
 
 
 class _Unreadable(torch.utils.data.Dataset):
-    """Eight items, the sixth unreadable (a truncated image, say)."""
+    """Eight items, the sixth unreadable (a truncated image, say), or only the first time it is read (a network
+    file system's hiccup)."""
+
+    def __init__(self, once: bool = False) -> None:
+        self.once = once
+        self.failed = threading.Event()
 
     def __len__(self) -> int:
         return 8
 
     def __getitem__(self, index: int) -> torch.Tensor:
-        if index == 5:
+        if index == 5 and not (self.once and self.failed.is_set()):
+            self.failed.set()
             raise ValueError("cannot read item 5")
         return torch.tensor([float(index)])
 
@@ -153,19 +159,25 @@ class _FailingPass:
         raise RuntimeError("DataLoader worker (pid(s) 1) exited unexpectedly")
 
 
-@pytest.mark.parametrize("where", ["mid-pass", "at a pass's start"])
-def test_a_loader_error_on_the_device_is_raised_where_the_batches_are_taken(where: str) -> None:
+@pytest.mark.parametrize("where", ["mid-pass", "at a pass's start", "in a pass left early"])
+def test_a_loader_error_is_raised_in_the_loop_taking_the_pass_that_met_it(where: str) -> None:
     """torch_xla's loader thread prints a loader's error and ends the pass as if the data had run out (an epoch cut
-    short), and one met as a pass starts leaves the loop waiting for a batch for ever: the run must fail with it."""
-    if where == "mid-pass":
-        loader, error = DataLoader(_Unreadable(), batch_size=2), "cannot read item 5"
-    else:
-        loader, error = DataLoader(_Unreadable(), batch_sampler=_FailingPass()), "exited unexpectedly"
+    short), and one met as a pass starts leaves the loop waiting for a batch for ever: the run must fail with it. The
+    thread reads ahead: an error met in a pass left early (an evaluation's eval_epoch_length batches) is not the next
+    pass's. The DataLoader stays where code unwrapping a device loader finds it (engine.py seeds its batches)."""
+    dataset = _Unreadable(once=where == "in a pass left early")
+    batches = {"batch_sampler": _FailingPass()} if where == "at a pass's start" else {"batch_size": 2}
+    loader = DataLoader(dataset, **batches)
+    on_device = device_loader(loader)
+    assert on_device._loader is loader, "the device loader hides its DataLoader"
+    if where == "in a pass left early":
+        next(iter(on_device))
+        assert dataset.failed.wait(60), "the loader thread did not read ahead to the unreadable item"
     taken: dict[str, object] = {}
 
     def take() -> None:
         try:
-            taken["batches"] = len(list(device_loader(loader)))
+            taken["batches"] = [batch.cpu().flatten().tolist() for batch in on_device]
         except Exception as raised:
             taken["error"] = str(raised)
 
@@ -173,7 +185,11 @@ def test_a_loader_error_on_the_device_is_raised_where_the_batches_are_taken(wher
     loop.start()
     loop.join(60)
     assert not loop.is_alive(), f"{where}: the loop waits for a batch for ever"
-    assert error in str(taken.get("error")), f"{where}: the pass ended without the loader's error: {taken}"
+    if where == "in a pass left early":
+        assert taken == {"batches": [[0, 1], [2, 3], [4, 5], [6, 7]]}, f"the next pass was not whole: {taken}"
+    else:
+        error = "cannot read item 5" if where == "mid-pass" else "exited unexpectedly"
+        assert error in str(taken.get("error")), f"{where}: the pass ended without the loader's error: {taken}"
 
 
 def test_compat_shim_adds_only_the_missing_torch_xla_names(monkeypatch: pytest.MonkeyPatch) -> None:
