@@ -82,7 +82,8 @@ SlurmdLogFile={folder / "log" / "d.log"}
 ProctrackType=proctrack/linuxproc
 TaskPlugin=task/none
 SelectType=select/cons_tres
-SelectTypeParameters=CR_Core
+# A CPU to each job, not a core: where 2 CPUs are one core's threads, jobs and array tasks still run side by side.
+SelectTypeParameters=CR_CPU
 ReturnToService=2
 JobRequeue=1
 MpiDefault=none

@@ -211,8 +211,9 @@ def test_a_sweep_as_a_job_array_requeues_a_preempted_task_which_continues_its_tr
     slurm: Slurm, bake
 ) -> None:
     """The README's `sbatch --array=... slurm.sh sweep`, two tasks (two sweep workers sharing the study's SQLite file
-    on this one node), each trial two processes through torchrun. A task is preempted mid-trial: it requeues itself,
-    and its next start continues that trial's run from its checkpoint. The study ends with exactly n_trials."""
+    on this one node), each trial two processes through torchrun. The task that runs as the array's own job (its
+    SLURM_JOB_ID the array's, which names every task) is preempted mid-trial: it alone stops, requeues itself, and its
+    next start continues that trial's run from its checkpoint. The study ends with exactly n_trials."""
     project = bake(backend="gloo", scheduler="slurm", sweep="optuna", deterministic=True, master_port=free_port())
     make_offline(project, max_epochs=2, train_epoch_length=4, save_every_iters=2, log_every_iters=1)
     settings = set_sweep(project, n_trials=3, pruning="false", heartbeat_interval=2)
@@ -221,16 +222,16 @@ def test_a_sweep_as_a_job_array_requeues_a_preempted_task_which_continues_its_tr
     job_id = slurm.sbatch(project, "--array=0-1", args=("sweep",), env={**JOB_ENV, "SLOW_ITERATIONS": "0.5"})
     study_dir = project / "logs" / "sweeps" / settings["study"]
 
-    # The first task seen training a trial is preempted: the node may start either task first, or one at a time (a
-    # core each: CI's 2 CPUs may be one core's threads), and a pending task has no script to signal.
+    # Slurm starts the tasks side by side (a CPU each), the last one started as the array's own job record.
     tasks = [Job(f"{job_id}_{index}", project) for index in (0, 1)]
     training: list[Job] = []
 
-    def a_task_training() -> bool:
-        training[:] = [task for task in tasks if training_a_trial(slurm, task, study_dir)]
+    def the_arrays_own_task_training() -> bool:
+        own = [task for task in tasks if slurm.job(task.id).get("JobId") == job_id]
+        training[:] = [task for task in own if training_a_trial(slurm, task, study_dir)]
         return bool(training)
 
-    slurm.wait_for(a_task_training, 240, "a task of the array training a trial")
+    slurm.wait_for(the_arrays_own_task_training, 240, f"the task running as job {job_id} training a trial")
     task = training[0]
     slurm.run("scancel", "--signal=TERM", "--batch", task.id)  # a preemption notice to the task's script
     wait_until_requeued(slurm, task, starts=1, timeout=120)
@@ -238,7 +239,8 @@ def test_a_sweep_as_a_job_array_requeues_a_preempted_task_which_continues_its_tr
     slurm.wait_for(lambda: not slurm.queued(job_id), 300, f"job array {job_id} to end")
 
     outputs = "".join(path.read_text() for path in project.glob("*.out"))  # a task of the array each (%j)
-    assert "requeueing job" in outputs, outputs[-3000:]
+    assert f"requeueing job {task.id} " in outputs, outputs[-3000:]
+    assert outputs.count("training stopped") == 1, f"the other task was stopped too:\n{outputs[-3000:]}"
     study = optuna.load_study(study_name=settings["study"], storage=f"sqlite:///{study_dir / 'study.db'}")
     trials = study.get_trials()
     states = [(trial.number, trial.state.name, trial.user_attrs.get("run")) for trial in trials]

@@ -32,7 +32,11 @@ set -uo pipefail
 MASTER_ADDR="$(scontrol show hostnames "$SLURM_JOB_NODELIST" | head -n 1)"
 MASTER_PORT=$((20000 + SLURM_JOB_ID % 20000))
 export MASTER_ADDR MASTER_PORT
-echo "$(date '+%F %T') job $SLURM_JOB_ID, start $((${SLURM_RESTART_COUNT:-0} + 1)), on $SLURM_JOB_NODELIST"
+# This job, as Slurm's commands below name it: an array's task (a sweep worker) as <array id>_<task id>, since its
+# SLURM_JOB_ID may be the array's own, which names every task (a stop or requeue would reach them all).
+JOB="${SLURM_ARRAY_JOB_ID:+${SLURM_ARRAY_JOB_ID}_${SLURM_ARRAY_TASK_ID:-}}"
+JOB="${JOB:-$SLURM_JOB_ID}"
+echo "$(date '+%F %T') job $JOB, start $((${SLURM_RESTART_COUNT:-0} + 1)), on $SLURM_JOB_NODELIST"
 
 # Slurm's stop signal for this script (the time limit's, a preemption notice's) goes on to training, on every
 # node, which finishes its iteration{{ ", saves a checkpoint" if cookiecutter.save_training }} and exits. Through scancel, which signals the job's
@@ -40,7 +44,7 @@ echo "$(date '+%F %T') job $SLURM_JOB_ID, start $((${SLURM_RESTART_COUNT:-0} + 1
 signalled=0
 stop_training() {
     signalled=1
-    scancel --signal=TERM "$SLURM_JOB_ID" 2>/dev/null
+    scancel --signal=TERM "$JOB" 2>/dev/null
 }
 trap stop_training TERM
 
@@ -63,12 +67,12 @@ while wait "$training"; status=$?; kill -0 "$training" 2>/dev/null; do :; done
 if [ "$status" = 0 ]; then
     echo "$(date '+%F %T') training finished"
 {% if cookiecutter.save_training %}
-elif [ "$signalled" = 1 ] && [ "$(squeue --noheader --jobs="$SLURM_JOB_ID" --format=%T)" = RUNNING ]; then
+elif [ "$signalled" = 1 ] && [ "$(squeue --noheader --jobs="$JOB" --format=%T)" = RUNNING ]; then
     # Stopped by the time limit's signal or a preemption notice, not cancelled (scancel, or a preemption that
     # Slurm requeues itself, leaves the job no longer RUNNING): back in the queue. Its next start runs this
     # script again, and the same command continues the run from its newest training checkpoint.
-    echo "$(date '+%F %T') training stopped (status $status): requeueing job $SLURM_JOB_ID to continue the run"
-    scontrol requeue "$SLURM_JOB_ID"
+    echo "$(date '+%F %T') training stopped (status $status): requeueing job $JOB to continue the run"
+    scontrol requeue "$JOB"
 {% endif %}
 else
     echo "$(date '+%F %T') training ended with status $status: the job is not requeued"
