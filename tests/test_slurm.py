@@ -227,6 +227,8 @@ def test_a_sweep_as_a_job_array_requeues_a_preempted_task_which_continues_its_tr
     training: list[Job] = []
 
     def the_arrays_own_task_training() -> bool:
+        outputs = "".join(path.read_text() for path in project.glob("*.out"))
+        assert slurm.queued(job_id), f"the array ended before the test could preempt a task:\n{outputs[-3000:]}"
         own = [task for task in tasks if slurm.job(task.id).get("JobId") == job_id]
         training[:] = [task for task in own if training_a_trial(slurm, task, study_dir)]
         return bool(training)

@@ -6,6 +6,7 @@ file and a real PostgreSQL server (one of the tests' own, as the Slurm tests sta
   bad trial in both of its processes, and ends with exactly n_trials finished; the best config, trained with the
   train command, gives its trial's score exactly.
 - Two workers at once on PostgreSQL: exactly n_trials, and the database's password in no file and no output.
+- Workers let go at one instant on a new database (SQLite, PostgreSQL), as a Slurm array's tasks start: each opens it.
 - What a sweep refuses (a key the config lacks, a distribution of the wrong type, an unreachable database, another
   search space for the same study): a clear message naming it, and nothing changed.
 """
@@ -226,6 +227,47 @@ def test_two_workers_share_a_postgresql_study_end_exact_and_write_its_password_n
     assert status == 1 and "3 trials failed in a row" in out, out[-3000:]
     trials = study_of(project, broken["study"], url).get_trials()
     assert [(t.state.name, t.user_attrs["failed"]) for t in trials] == [("FAIL", "exit status 1")] * 3, trials
+
+
+# A sweep worker up to the point where it opens its study (sweep.py's own code), held there until the test says go.
+OPEN_STUDY = """
+import sys, time
+from pathlib import Path
+from config import Config
+from machinery.sweeps.space import load_sweep
+from machinery.sweeps.study import open_study
+settings, config = load_sweep(Path("sweep.yaml"), Config)
+ready, go, url = sys.argv[1:]
+Path(ready).touch()
+while not Path(go).exists():
+    time.sleep(0.001)
+study, _ = open_study(settings, url, config["score"], Path("sweep.yaml"))
+print("opened", study.study_name, study.user_attrs["space"] == settings.space)
+"""
+
+
+def test_workers_started_at_one_instant_on_a_new_database_each_open_its_study(baked, postgres, tmp_path) -> None:
+    """A Slurm array's tasks start in the same second: each worker makes the study's tables, and all but one find
+    them made under their hands (SQLite says "table studies already exists", PostgreSQL a duplicate key). Six workers
+    on a new SQLite file and six on a new PostgreSQL database, let go at one instant: every one opens the study."""
+    project = baked(sweep="optuna")
+    urls = {"SQLite": f"sqlite:///{tmp_path / 'study.db'}", "PostgreSQL": postgres.url("s3cret")}
+    go = tmp_path / "go"
+    workers = {}
+    for storage, url in urls.items():
+        for index in range(6):
+            ready = tmp_path / f"{storage}-{index}.ready"
+            argv = [PYTHON, "-c", OPEN_STUDY, str(ready), str(go), url]
+            workers[ready] = (storage, sweep(project, argv))
+
+    def each_ready_or_ended() -> bool:  # one that fails on its way shows its output below
+        return all(ready.exists() or worker.poll() is not None for ready, (_, worker) in workers.items())
+
+    wait_for(each_ready_or_ended, 120, "the workers ready to open the study")
+    go.touch()
+    for storage, worker in workers.values():
+        status, out = finished(worker, timeout=120)
+        assert status == 0 and out.endswith("opened vision_classification True\n"), f"a worker on {storage}:\n{out}"
 
 
 def test_a_tpu_project_sweeps_its_trials_each_on_the_xla_device_with_scores_reported_from_the_replica(bake) -> None:

@@ -13,7 +13,7 @@ from pathlib import Path
 import optuna
 from optuna.storages import RDBStorage
 from sqlalchemy.engine import make_url
-from sqlalchemy.exc import IntegrityError, ProgrammingError
+from sqlalchemy.exc import IntegrityError, OperationalError, ProgrammingError
 
 from machinery.settings import HYDRA_KEYS, RunSettings, checked_config
 from machinery.sweeps.report import write_report
@@ -110,8 +110,8 @@ def _connect(
                     study_name=settings.study, storage=storage, direction=direction, pruner=pruner, load_if_exists=True
                 )
                 break
-            except (IntegrityError, ProgrammingError):  # workers started at once on a new database: one made the tables
-                if attempt == 2:
+            except (IntegrityError, OperationalError, ProgrammingError) as error:
+                if attempt == 2 or not _made_at_once(error):
                     raise
                 time.sleep(1)
     except Exception as error:  # an unreachable server, a refused login, a missing driver
@@ -119,3 +119,10 @@ def _connect(
         reason = reason.replace(str(password), "***") if password else reason
         raise SystemExit(f"The study's database {shown(url)} cannot be used: {reason}") from None
     return study, storage
+
+
+def _made_at_once(error: Exception) -> bool:
+    """Whether ``error`` is another worker's making of the study's tables, which a second try finds made: workers
+    started at once on a new database (a Slurm array's tasks) each make them; PostgreSQL refuses the late ones with an
+    IntegrityError or ProgrammingError, SQLite with an OperationalError "table ... already exists"."""
+    return not isinstance(error, OperationalError) or "already exists" in str(error)
