@@ -226,9 +226,11 @@ def test_a_sweep_as_a_job_array_requeues_a_preempted_task_which_continues_its_tr
     tasks = [Job(f"{job_id}_{index}", project) for index in (0, 1)]
     training: list[Job] = []
 
+    def outputs() -> str:
+        return "".join(path.read_text() for path in project.glob("*.out"))  # a task of the array each (%j)
+
     def the_arrays_own_task_training() -> bool:
-        outputs = "".join(path.read_text() for path in project.glob("*.out"))
-        assert slurm.queued(job_id), f"the array ended before the test could preempt a task:\n{outputs[-3000:]}"
+        assert slurm.queued(job_id), f"the array ended before the test could preempt a task:\n{outputs()[-3000:]}"
         own = [task for task in tasks if slurm.job(task.id).get("JobId") == job_id]
         training[:] = [task for task in own if training_a_trial(slurm, task, study_dir)]
         return bool(training)
@@ -240,13 +242,13 @@ def test_a_sweep_as_a_job_array_requeues_a_preempted_task_which_continues_its_tr
     start_again(slurm, task)
     slurm.wait_for(lambda: not slurm.queued(job_id), 300, f"job array {job_id} to end")
 
-    outputs = "".join(path.read_text() for path in project.glob("*.out"))  # a task of the array each (%j)
-    assert f"requeueing job {task.id} " in outputs, outputs[-3000:]
-    assert outputs.count("training stopped") == 1, f"the other task was stopped too:\n{outputs[-3000:]}"
+    output = outputs()
+    assert f"requeueing job {task.id} " in output, output[-3000:]
+    assert output.count("training stopped") == 1, f"the other task was stopped too:\n{output[-3000:]}"
     study = optuna.load_study(study_name=settings["study"], storage=f"sqlite:///{study_dir / 'study.db'}")
     trials = study.get_trials()
     states = [(trial.number, trial.state.name, trial.user_attrs.get("run")) for trial in trials]
-    assert sum(trial.state.name in ("COMPLETE", "PRUNED") for trial in trials) == 3, f"{states}\n{outputs[-3000:]}"
+    assert sum(trial.state.name in ("COMPLETE", "PRUNED") for trial in trials) == 3, f"{states}\n{output[-3000:]}"
     stopped = [trial for trial in trials if trial.state.name == "FAIL" and not trial.user_attrs.get("surplus")]
     assert len(stopped) == 1, states
     (continued,) = [
