@@ -64,7 +64,8 @@ CI_FILES = {"github": ".github", "gitlab": ".gitlab-ci.yml"}
 
 
 def remove_unchosen(ctx: dict, root: Path) -> None:
-    """Delete files that belong to options the user turned off."""
+    """Delete the files of answers not chosen; of a file written once per answer (the command line of each argparser,
+    the module of each tracker), keep the chosen one under its project name."""
     for service, name in CI_FILES.items():
         if ctx["ci"] != service:
             path = root / name
@@ -74,23 +75,32 @@ def remove_unchosen(ctx: dict, root: Path) -> None:
                 path.unlink()
     if not ctx["include_test"]:
         shutil.rmtree(root / "tests")
+    machinery = root / "machinery"
+    keep_one(machinery / "command_lines", f"{ctx['argparser']}.py", machinery / "cli.py")
+    training = machinery / "training"
+    keep_one(training / "trackers", f"{ctx['logger']}.py", training / "tracker.py")
     if ctx["logger"] == "none":
-        (root / "machinery" / "training" / "tracking.py").unlink()
+        (training / "tracking.py").unlink()
     if ctx["backend"] != "xla-tpu":
-        shutil.rmtree(root / "machinery" / "tpu")
+        shutil.rmtree(machinery / "tpu")
         if ctx["include_test"]:
             (root / "tests" / "test_xla.py").unlink()
-    if not ctx["_eval_metric"]:  # a template without an evaluator (the GAN)
-        (root / "machinery" / "training" / "evaluation.py").unlink()
-        (root / "machinery" / "tpu" / "metrics.py").unlink(missing_ok=True)  # a TPU project's metrics, read once
-    if not (ctx["_eval_metric"] and ctx.get("ema")):  # the average of the weights is evaluated
-        (root / "machinery" / "training" / "ema.py").unlink()
+    if not ctx["_eval_metric"]:  # a template without an evaluator (the GAN): nothing to score or average
+        for module in ("training/evaluation.py", "training/ema.py", "tpu/metrics.py"):
+            (machinery / module).unlink(missing_ok=True)
     if ctx["scheduler"] != "slurm":
         (root / "slurm.sh").unlink()
     if ctx.get("sweep") != "optuna":  # a template without an eval metric (the GAN) does not ask
         (root / "sweep.py").unlink()
         (root / "sweep.yaml").unlink(missing_ok=True)
-        shutil.rmtree(root / "machinery" / "sweeps", ignore_errors=True)
+        shutil.rmtree(machinery / "sweeps", ignore_errors=True)
+
+
+def keep_one(folder: Path, chosen: str, kept_as: Path) -> None:
+    """Move ``folder/chosen`` (if the answer has one) to ``kept_as``, and remove ``folder`` with the others."""
+    if (folder / chosen).is_file():
+        (folder / chosen).rename(kept_as)
+    shutil.rmtree(folder)
 
 
 # Files of the project's repository that a notebook run has no use for (Colab runs no CI, no git hooks

@@ -37,7 +37,7 @@ def setup_trainer(
         # Return the losses as tensors: reading one (`.item()`) would wait for the device every step.
         return {"train_loss": loss.detach()}
 
-    return training_engine(train_step)
+    return training_engine(train_step, backend)
 
 
 class AccumulatedGradients:

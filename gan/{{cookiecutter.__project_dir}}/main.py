@@ -5,8 +5,8 @@ from torch import nn, optim
 from config import Config
 from data import setup_data
 from images import SamplesAndLosses
-from machinery.backend import Backend
-from machinery.launch import cli
+from machinery.backend import setup_backend
+from machinery.cli import cli
 from machinery.runs.start import start_run
 from machinery.training.fit import fit
 from models import Discriminator, Generator
@@ -17,7 +17,7 @@ def run(local_rank: int, config: Config) -> None:
     """Train the generator and the discriminator in one process (one of several in distributed training)."""
     this_run = start_run(config)
     # This run's devices and how a training step runs on them: the same code on every backend (machinery/backend.py).
-    backend = Backend(config)
+    backend = setup_backend(config)
 
     train_loader = setup_data(config)
     generator = Generator(config.z_dim, config.g_filters, config.channels, config.image_size)

@@ -64,4 +64,4 @@ def setup_trainer(
             "d_fake": torch.sigmoid(logits_fake.detach()).mean(),
         }
 
-    return training_engine(train_step)
+    return training_engine(train_step, backend)

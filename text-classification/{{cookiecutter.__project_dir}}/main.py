@@ -5,8 +5,8 @@ from torch import nn, optim
 
 from config import Config
 from data import setup_data, setup_tokenizer
-from machinery.backend import Backend
-from machinery.launch import cli
+from machinery.backend import setup_backend
+from machinery.cli import cli
 from machinery.runs.directory import write_classes
 from machinery.runs.start import start_run
 from machinery.training.fit import fit
@@ -28,7 +28,7 @@ def run(local_rank: int, config: Config) -> None:
     """Train and evaluate in one process (one of several in distributed training)."""
     this_run = start_run(config)
     # This run's devices and how a training step runs on them: the same code on every backend (machinery/backend.py).
-    backend = Backend(config)
+    backend = setup_backend(config)
 
     tokenizer = setup_tokenizer(config)
     train_loader, eval_loader, classes = setup_data(config, tokenizer)

@@ -5,8 +5,8 @@ from torch import nn, optim
 
 from config import Config
 from data import setup_data
-from machinery.backend import Backend
-from machinery.launch import cli
+from machinery.backend import setup_backend
+from machinery.cli import cli
 from machinery.runs.directory import write_classes
 from machinery.runs.start import start_run
 from machinery.training.fit import fit
@@ -20,7 +20,7 @@ def run(local_rank: int, config: Config) -> None:
     check_model(config.model, config.image_size, config.weights)  # a model that cannot take image_size stops here
     this_run = start_run(config)
     # This run's devices and how a training step runs on them: the same code on every backend (machinery/backend.py).
-    backend = Backend(config)
+    backend = setup_backend(config)
 
     train_loader, eval_loader, classes = setup_data(config)
     write_classes(this_run.run_dir, classes)  # beside the models: predict.py names its predictions with them

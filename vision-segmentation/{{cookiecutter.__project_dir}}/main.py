@@ -5,8 +5,8 @@ from torch import optim
 
 from config import Config
 from data import setup_data
-from machinery.backend import Backend
-from machinery.launch import cli
+from machinery.backend import setup_backend
+from machinery.cli import cli
 from machinery.runs.directory import write_classes
 from machinery.runs.start import start_run
 from machinery.training.fit import fit
@@ -20,7 +20,7 @@ def run(local_rank: int, config: Config) -> None:
     """Train and evaluate in one process (one of several in distributed training)."""
     this_run = start_run(config)
     # This run's devices and how a training step runs on them: the same code on every backend (machinery/backend.py).
-    backend = Backend(config)
+    backend = setup_backend(config)
 
     # Images normalised as the backbone's pretrained weights were trained (else with ImageNet's statistics).
     normalisation = statistics(backbone_weights(config.model, config.weights_backbone))

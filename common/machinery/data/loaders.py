@@ -1,34 +1,18 @@
-{% import "flags.j2" as flags with context %}
 """The data loaders: sharded across processes, their workers leaving stop signals to training and ending with it."""
 
 import multiprocessing
 import multiprocessing.util
 import signal
-{% if not flags.xla %}
 import sys
-{% endif %}
 import threading
-{% if flags.eval_metric %}
 from collections.abc import Iterator
-{% endif %}
-{% if flags.xla %}
 from typing import Any
-{% endif %}
 
 import ignite.distributed as idist
-{% if flags.eval_metric %}
 import torch
-{% endif %}
-from torch.utils.data import DataLoader, Dataset{{ ", DistributedSampler" if flags.eval_metric }}
+from torch.utils.data import DataLoader, Dataset, DistributedSampler
 
 from machinery.runs.preemption import STOP_SIGNALS
-
-{% if flags.xla %}
-# Whether the loaders fork their workers: not under torch_xla's runtime (its threads do not survive a fork).
-{% else %}
-# Whether the loaders fork their workers: on Linux (macOS spawns: some of its system libraries do not survive a fork).
-{% endif %}
-FORK_WORKERS = {{ "False" if flags.xla else 'sys.platform == "linux"' }}
 
 
 def train_loader(dataset: Dataset, batch_size: int, num_workers: int) -> DataLoader:
@@ -43,8 +27,7 @@ def train_loader(dataset: Dataset, batch_size: int, num_workers: int) -> DataLoa
         drop_last=True,
         **worker_start(num_workers),
     )
-    return {{ "with_dataset(loader, dataset)" if flags.xla else "loader" }}
-{% if flags.eval_metric %}
+    return with_dataset(loader, dataset)
 
 
 class EvalShard(DistributedSampler):
@@ -74,17 +57,17 @@ def eval_loader(dataset: Dataset, batch_size: int, num_workers: int) -> DataLoad
         generator=torch.Generator(),  # its iterators' seed drawn apart from the run's (the checkpoints' rng_states)
         **worker_start(num_workers),
     )
-    return {{ "with_dataset(loader, dataset)" if flags.xla else "loader" }}
-{% endif %}
+    return with_dataset(loader, dataset)
 
 
 def worker_start(num_workers: int) -> dict[str, str | bool]:
-    """How the loader's workers start: forked where ``FORK_WORKERS``, as torchrun's processes fork theirs; else as
-    Python's default has it (spawned), once, and kept for every pass (each would import torch anew at every pass)."""
+    """How the loader's workers start: forked on Linux, as torchrun's processes fork theirs; else as Python's default
+    has it (spawned), once, and kept for every pass (each would import torch anew at every pass): on macOS (some of
+    its system libraries do not survive a fork) and under torch_xla's runtime (nor do its threads)."""
     if num_workers == 0:
         return {}
-    return {"multiprocessing_context": "fork"} if FORK_WORKERS else {"persistent_workers": True}
-{% if flags.xla %}
+    forks = sys.platform == "linux" and idist.device().type != "xla"
+    return {"multiprocessing_context": "fork"} if forks else {"persistent_workers": True}
 
 
 def with_dataset(loader: Any, dataset: Dataset) -> Any:
@@ -92,7 +75,6 @@ def with_dataset(loader: Any, dataset: Dataset) -> Any:
     if not hasattr(loader, "dataset"):
         loader.dataset = dataset
     return loader
-{% endif %}
 
 
 def ignore_stop_signals(_worker_id: int) -> None:

@@ -1,25 +1,16 @@
-{% import "flags.j2" as flags with context %}
-"""A trained model for predict.py: the newest run's, or a named checkpoint, with the settings it was trained
-with{{ " and its class names (both kept in its run directory)" if flags.eval_metric else " (kept in its run directory)" }}{{ "; the predictions written as CSV" if flags.classifier }}."""
+"""A trained model for predict.py: the newest run's, or a named checkpoint, with the settings it was trained with
+and its class names (both kept in its run directory); a classifier's predictions written as CSV."""
 
-{% if flags.classifier %}
 import csv
-{% endif %}
-{% if flags.eval_metric %}
 import json
-{% endif %}
-{% if flags.classifier %}
 from collections.abc import Iterable
-{% endif %}
 from pathlib import Path
 
 import torch
 
 from machinery.runs.checkpoints import read_checkpoint
-{% if flags.eval_metric %}
 from machinery.runs.directory import CLASSES_FILE
-{% endif %}
-from machinery.settings import Settings, load_config
+from machinery.settings import Settings, load_lock
 
 
 def newest_model(output_dir: str) -> Path:
@@ -41,8 +32,7 @@ def load_trained(
     if not lock.is_file():
         raise SystemExit(f"{checkpoint} must be in its run directory, beside {lock.name}")
     saved = read_checkpoint(checkpoint)
-    return load_config(lock, config_class), saved.get(f"ema_{network}", saved.get(network, saved))
-{% if flags.eval_metric %}
+    return load_lock(lock, config_class), saved.get(f"ema_{network}", saved.get(network, saved))
 
 
 def class_names(checkpoint: Path) -> list[str]:
@@ -51,13 +41,11 @@ def class_names(checkpoint: Path) -> list[str]:
     if not path.is_file():
         raise SystemExit(f"{checkpoint} must be in its run directory, beside {CLASSES_FILE}")
     return json.loads(path.read_text())
-{% endif %}
 
 
 def inference_device() -> torch.device:
     """The GPU if there is one, else the CPU (a model trained on a TPU too: its weights are plain tensors)."""
     return torch.device("cuda" if torch.cuda.is_available() else "cpu")
-{% if flags.classifier %}
 
 
 def write_predictions(rows: Iterable[tuple[str, str, float]], output: Path) -> None:
@@ -66,4 +54,3 @@ def write_predictions(rows: Iterable[tuple[str, str, float]], output: Path) -> N
         writer = csv.writer(f)
         writer.writerow(["input", "label", "score"])
         writer.writerows((given, label, f"{score:.6f}") for given, label, score in rows)
-{% endif %}

@@ -1,23 +1,15 @@
-{% import "flags.j2" as flags with context %}
 """A run's checkpoint files: the training checkpoints by name and found intact, a full disk told from a failed save,
 and any checkpoint read without running its code."""
 
-{% if flags.save_checkpoints %}
 import errno
 import re
 import shutil
-{% endif %}
-{% if cookiecutter.save_training %}
 import zipfile
-{% endif %}
 from pathlib import Path
 from typing import Any
 
-{% if cookiecutter.deterministic %}
 import numpy as np
-{% endif %}
 import torch
-{% if cookiecutter.save_training %}
 from ignite.handlers import Checkpoint
 
 from machinery.runs.files import Unusable
@@ -28,8 +20,10 @@ def checkpoint_name(filename_prefix: str, iteration: int | str) -> str:
     return f"{filename_prefix}_checkpoint_{iteration}.pt"
 
 
-def saved_at(save_training: Checkpoint, iteration: int) -> bool:
-    """Whether the newest training checkpoint ``save_training`` wrote holds ``iteration``."""
+def saved_at(save_training: Checkpoint | None, iteration: int) -> bool:
+    """Whether the newest training checkpoint ``save_training`` wrote (None: none are) holds ``iteration``."""
+    if save_training is None:
+        return False
     return Path(str(save_training.last_checkpoint)).name == checkpoint_name(save_training.filename_prefix, iteration)
 
 
@@ -59,8 +53,6 @@ def newest_intact(run_dir: Path, filename_prefix: str, notes: list[str]) -> Path
             "run directory away."
         )
     return None
-{% endif %}
-{% if flags.save_checkpoints %}
 
 
 class _ByteCount:
@@ -91,14 +83,11 @@ def raise_if_disk_full(checkpoint: Any, path: Path, error: Exception) -> None:
             f"{free / 2**20:.1f} MiB are free. The checkpoints saved before it are kept: free some space and run "
             "the same command to continue",
         ) from error
-{% endif %}
 
 
 def read_checkpoint(path: Path) -> dict[str, Any]:
     """A checkpoint file's contents, loaded ``weights_only``: loading one from someone else runs no code."""
-{% if cookiecutter.deterministic %}
     # DeterministicEngine saves NumPy's random state: allow its array's types (unpickler, array, dtype, dtype class).
     numpy_key = np.random.get_state()[1]
     torch.serialization.add_safe_globals([numpy_key.__reduce__()[0], np.ndarray, np.dtype, type(numpy_key.dtype)])
-{% endif %}
     return torch.load(path, map_location="cpu", weights_only=True)

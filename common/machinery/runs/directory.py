@@ -1,4 +1,3 @@
-{% import "flags.j2" as flags with context %}
 """The run directory: a new one, or the interrupted run's, which the same command continues (preemption.py) when its
 ``config-lock.yaml`` matches the config but for ``MAY_CHANGE``. A finished run is not trained again; a stopped one
 continues from its newest complete checkpoint. A command holds its run directory while it trains (files.hold)."""
@@ -6,7 +5,7 @@ continues from its newest complete checkpoint. A command holds its run directory
 import errno
 import json
 import time
-from collections.abc import Callable{{ ", Sequence" if flags.eval_metric }}
+from collections.abc import Callable, Sequence
 from datetime import datetime
 from pathlib import Path
 from traceback import format_exception
@@ -15,18 +14,23 @@ from typing import Any
 import ignite.distributed as idist
 import yaml
 
-{% if cookiecutter.save_training %}
 from machinery.runs.checkpoints import newest_intact
-{% endif %}
 from machinery.runs.files import STATUS_FILE, Unusable, hold, read_run_file, release_run_dir, write_whole
 from machinery.settings import RunSettings, as_dict
 
 # Keys a continuing command may change: none alters the iterations trained. A larger max_epochs trains longer.
-MAY_CHANGE = ("max_epochs", "log_every_iters", "save_every_iters", "n_saved", "limit_sec", "num_workers")
-{% if flags.eval_metric %}
+MAY_CHANGE = (
+    "max_epochs",
+    "log_every_iters",
+    "save_every_iters",
+    "n_saved",
+    "limit_sec",
+    "num_workers",
+    "timer",
+    "save_best_model",
+)
 # The class names, in the order of the model's outputs, beside the run's models (write_classes).
 CLASSES_FILE = "classes.json"
-{% endif %}
 
 
 class _Current:
@@ -56,33 +60,54 @@ def setup_run_dir(config: RunSettings) -> tuple[Path, Path | None, str, list[str
 
 
 def _find_run(config: RunSettings, notes: list[str]) -> tuple[str, str | None, str] | None:
-    """The newest run under ``output_dir`` with this config, except for the keys in MAY_CHANGE."""
-    current = {key: value for key, value in as_dict(config).items() if key not in MAY_CHANGE}
+    """The newest run under ``output_dir`` with this config, except for the keys in MAY_CHANGE. A key its lock lacks
+    (one added to the project since the run started) counts as its default, with which the run trained. When the
+    newest run stopped with another config, ``notes`` says which keys keep it from continuing."""
+    defaults = {key: field.default for key, field in type(config).model_fields.items()}
+    current = _compared(as_dict(config))
+    newest = None
     for lock in sorted(Path(config.output_dir).glob("*/config-lock.yaml"), reverse=True):  # newest first
         locked = read_run_file(lock, notes)
-        if locked is None or {key: value for key, value in locked.items() if key not in MAY_CHANGE} != current:
+        if locked is None:
+            continue
+        locked = _compared({**defaults, **locked})
+        if locked != current:
+            newest = newest or (lock.parent, locked)
             continue
         status = read_run_file(lock.parent / STATUS_FILE, notes) if (lock.parent / STATUS_FILE).exists() else {}
         if status is not None:
             break
     else:
+        if newest:
+            _note_not_continued(*newest, current, notes)
         return None
     run_dir = lock.parent
     hold(run_dir)  # before anything is read or written: a command training there keeps it
     longer = status.get("reason") == "max_epochs" and config.max_epochs > status["epoch"]
     if status.get("status") == "finished" and not longer:
         return str(run_dir), None, f"{status['reason']} at epoch {status['epoch']}, iteration {status['iteration']}"
-{% if cookiecutter.save_training %}
-    checkpoint = newest_intact(run_dir, config.filename_prefix, notes)
-    if checkpoint is None:  # stopped before its first checkpoint: nothing to continue from
+    checkpoint = newest_intact(run_dir, config.filename_prefix, notes) if config.save_training else None
+    if checkpoint is None:  # stopped before its first checkpoint (or save_training is off): nothing to continue from
         release_run_dir()
         return None
     _lock_config(run_dir, config)  # with the keys that changed
     return str(run_dir), str(checkpoint), ""
-{% else %}
-    release_run_dir()
-    return None  # without training checkpoints (save_training is off), nothing to continue from
-{% endif %}
+
+
+def _compared(values: dict[str, Any]) -> dict[str, Any]:
+    """The keys that tell two runs apart: all but MAY_CHANGE."""
+    return {key: value for key, value in values.items() if key not in MAY_CHANGE}
+
+
+def _note_not_continued(run_dir: Path, locked: dict[str, Any], current: dict[str, Any], notes: list[str]) -> None:
+    """Say why the newest run, if it stopped, is not continued: the keys whose values differ (three at most)."""
+    status = read_run_file(run_dir / STATUS_FILE, []) if (run_dir / STATUS_FILE).is_file() else None
+    if not status or status.get("status") != "stopped":
+        return
+    keys = sorted(key for key in locked.keys() | current.keys() if locked.get(key, "?") != current.get(key, "?"))
+    changes = ", ".join(f"{key}: {locked.get(key, '-')!r} there, {current.get(key, '-')!r} here" for key in keys[:3])
+    more = f" and {len(keys) - 3} more" if len(keys) > 3 else ""
+    notes.append(f"The stopped run in {run_dir} is not continued, its config differing ({changes}{more}): a new run")
 
 
 def _new_run(config: RunSettings) -> tuple[str, None, str]:
@@ -99,22 +124,20 @@ def _new_run(config: RunSettings) -> tuple[str, None, str]:
     return path.as_posix(), None, ""
 
 
-{% if flags.eval_metric %}
 def write_classes(run_dir: Path, classes: Sequence[str]) -> None:
     """Keep the class names beside the run's models (rank 0): predictions and exports name classes with them."""
     if idist.get_rank() == 0:
         (run_dir / CLASSES_FILE).write_text(json.dumps(list(classes), indent=1) + "\n")
 
 
-{% endif %}
 def write_status(run_dir: Path, **outcome: Any) -> None:
     """Record how the run ended in its ``status.yaml``: ``status`` and ``reason`` first."""
     write_whole(run_dir / STATUS_FILE, yaml.safe_dump(outcome, sort_keys=False))
 
 
 def run_recorded(local_rank: int, run: Callable[[int, RunSettings], None], config: RunSettings) -> None:
-    """``run(local_rank, config)``; an error that ends it is recorded in the run directory, then raised again.
-    {{ "Fixed (the data, say), the same command continues the run from its newest checkpoint." if cookiecutter.save_training else "With no training checkpoints (save_training is off), the same command starts a new run." }}"""
+    """``run(local_rank, config)``; an error that ends it is recorded in the run directory, then raised again. Fixed
+    (the data, say), the same command continues the run from its newest checkpoint (with save_training on)."""
     _Current.path = None  # a previous run's, in this process (a notebook, a test)
     try:
         run(local_rank, config)

@@ -1,52 +1,37 @@
-{% import "flags.j2" as flags with context %}
 """Runs that survive preemption: a clean stop on SIGTERM (sent some 30 s before a kill by spot machines, Slurm,
 Kubernetes) or Ctrl-C. All processes stop at the same iteration, a training checkpoint is saved, the command exits
 with 128 + the signal's number, and the same command continues the run from its newest complete checkpoint."""
 
-{% if not flags.xla %}
 import atexit
-{% endif %}
 import multiprocessing
 import os
 import signal
-{% if not flags.xla %}
 import sys
-{% endif %}
 import threading
 import time
-{% if flags.xla %}
 from collections.abc import Callable
-{% endif %}
 from pathlib import Path
-from typing import Any{{ ", NoReturn" if not flags.xla }}
+from typing import Any, NoReturn
 
 import ignite.distributed as idist
 from ignite.engine import Engine, Events
-{% if cookiecutter.save_training %}
 from ignite.handlers import Checkpoint
-{% endif %}
 
-{% if cookiecutter.save_training %}
 from machinery.runs.checkpoints import saved_at
-{% endif %}
 from machinery.runs.directory import write_status
 from machinery.settings import RunSettings
 
 
 class StopRequest:
-    """Why this process should stop training, once it should: a stop signal{{ " or the time limit" if cookiecutter.limit_sec | int > 0 }}."""
+    """Why this process should stop training, once it should: a stop signal, the time limit, a TPU launcher's word."""
 
     signum: int | None = None
     reason: str | None = None
     at = 0.0
-{% if cookiecutter.limit_sec | int > 0 %}
-    limit_sec = 0.0
+    limit_sec: int | None = None
     deadline = float("inf")  # limit_sec from the start of training (setup_clean_stop)
-{% endif %}
-{% if flags.xla %}
     stop_file: Path | None = None  # a TPU replica's: written by its launcher when asked to stop (tpu/replicas.py)
     pass_on: Callable[[int], None] | None = None  # a TPU launcher's: passes a stop on to its replicas
-{% endif %}
     handled_in = 0  # the process whose stop signals catch_stop_signals handles (a forked child's are its own)
     # With several processes: whether any was asked to stop, as agreed at the last loss reading (handlers.read_losses).
     agreed = False
@@ -72,10 +57,8 @@ def catch_stop_signals() -> None:
             raise KeyboardInterrupt(f"a second stop signal ({signal.Signals(signum).name}): aborted")
         if STOP.signum is None:
             STOP.signum, STOP.reason, STOP.at = signum, signal.Signals(signum).name, time.monotonic()
-{% if flags.xla %}
-            if STOP.pass_on is not None:  # a TPU launcher's replicas (replicas.launch_replicas)
+            if STOP.pass_on is not None:  # a TPU launcher's replicas (replicas.watch_replicas)
                 STOP.pass_on(signum)
-{% endif %}
             # The training processes this one spawned stop too (DataLoader workers: loaders.ignore_stop_signals).
             for child in multiprocessing.active_children():
                 os.kill(child.pid, signal.SIGTERM)
@@ -85,29 +68,17 @@ def catch_stop_signals() -> None:
 
 
 def asked_to_stop() -> bool:
-    """Whether this process was asked to stop: a stop signal{{ ", the time limit" if cookiecutter.limit_sec | int > 0 }}{{ ", or its launcher's stop file" if flags.xla }}."""
-{% if cookiecutter.limit_sec | int > 0 %}
+    """Whether this process was asked to stop: a stop signal, the time limit, or a TPU launcher's stop file."""
     if STOP.reason is None and time.monotonic() > STOP.deadline:
         STOP.reason = f"the time limit (limit_sec: {STOP.limit_sec})"
-{% endif %}
-{% if flags.xla %}
     if STOP.reason is None and STOP.stop_file is not None and STOP.stop_file.is_file():
         STOP.reason = STOP.stop_file.read_text()
-{% endif %}
     return STOP.reason is not None
 
 
 def exit_status() -> int:
     """The status a process exits with after training: 128 + the stop signal's number (130 for Ctrl-C), or 0."""
     return 0 if STOP.signum is None else 128 + STOP.signum
-{% if flags.xla %}
-
-
-def exit_if_stopped() -> None:
-    """After the replicas' training: exit with status 128 + the signal's number if a signal stopped it."""
-    if STOP.signum is not None:
-        raise SystemExit(exit_status())
-{% else %}
 
 
 def end_process(status: int) -> NoReturn:
@@ -118,23 +89,15 @@ def end_process(status: int) -> NoReturn:
     sys.stdout.flush()
     sys.stderr.flush()
     os._exit(status)
-{% endif %}
 
 
-def setup_clean_stop(
-    trainer: Engine,
-    config: RunSettings,
-    run_dir: Path,
-{% if cookiecutter.save_training %}
-    save_training: Checkpoint,
-{% endif %}
-) -> None:
+def setup_clean_stop(trainer: Engine, config: RunSettings, run_dir: Path, save_training: Checkpoint | None) -> None:
     """Stop all processes at the same iteration once one is asked to, save a checkpoint, record how the run ended. With
     several processes they agree every ``log_every_iters``, voting in the losses' read (handlers.read_losses)."""
     world_size = idist.get_world_size()
-{% if cookiecutter.limit_sec | int > 0 %}
-    STOP.limit_sec, STOP.deadline = config.limit_sec, time.monotonic() + config.limit_sec
-{% endif %}
+    # This run's time limit (a previous run's in this process, a multirun's job, is not this one's).
+    STOP.limit_sec = config.limit_sec
+    STOP.deadline = float("inf") if config.limit_sec is None else time.monotonic() + config.limit_sec
     trainer.state.stop_reason = None
     checks = Events.ITERATION_COMPLETED | Events.EPOCH_COMPLETED
     if world_size > 1:
@@ -154,24 +117,21 @@ def setup_clean_stop(
         state = engine.state
         if state.stop_reason is not None:
             status, reason = "stopped", state.stop_reason
-{% if flags.sweep %}
         elif getattr(state, "pruned", None):  # a sweep's trial (sweeps/pruning.py)
             status, reason = "pruned", state.pruned
-{% endif %}
         elif state.epoch == state.max_epochs and state.iteration % state.epoch_length == 0:
             status, reason = "finished", "max_epochs"
         else:
             status, reason = "finished", "a handler ended it (early stopping, a NaN loss)"
-{% if cookiecutter.save_training %}
-        # Save where it stopped unless saved there already (every process keeps the list of saves and takes part).
-        if status == "stopped" and not saved_at(save_training, state.iteration):
-            save_training(engine)
-        engine.logger.info("Last training checkpoint: %s", save_training.last_checkpoint)
-        if status == "stopped":
-            engine.logger.info("Stopped. Run the same command to continue from there.")
-{% else %}
-        if status == "stopped":
-            engine.logger.info("Stopped. save_training is off: the same command starts a new run.")
-{% endif %}
+        if save_training is None:
+            if status == "stopped":
+                engine.logger.info("Stopped. save_training is off: the same command starts a new run.")
+        else:
+            # Save where it stopped unless saved there already (every process keeps the list of saves and takes part).
+            if status == "stopped" and not saved_at(save_training, state.iteration):
+                save_training(engine)
+            engine.logger.info("Last training checkpoint: %s", save_training.last_checkpoint)
+            if status == "stopped":
+                engine.logger.info("Stopped. Run the same command to continue from there.")
         if idist.get_rank() == 0:
             write_status(run_dir, status=status, reason=reason, epoch=state.epoch, iteration=state.iteration)

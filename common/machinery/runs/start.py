@@ -1,4 +1,3 @@
-{% import "flags.j2" as flags with context %}
 """A run's start in each process: the seed, the run directory (a new one, or the stopped run's), and the log."""
 
 import logging
@@ -7,19 +6,13 @@ from pathlib import Path
 from typing import NamedTuple
 
 import ignite.distributed as idist
-{% if cookiecutter.deterministic and not flags.xla %}
 import torch
-{% endif %}
 from ignite.utils import manual_seed, setup_logger
 from tqdm import tqdm
 
 from machinery.runs.directory import setup_run_dir
 from machinery.runs.preemption import catch_stop_signals
 from machinery.settings import RunSettings
-{% if flags.xla %}
-from machinery.tpu.replicas import replicas_started
-from machinery.tpu.xla import check_replicas
-{% endif %}
 
 
 class Run(NamedTuple):
@@ -34,11 +27,10 @@ def start_run(config: RunSettings) -> Run:
     """Seed this process, open the run directory (a new one, or the interrupted run's) and the log."""
     catch_stop_signals()
     manual_seed(config.seed + idist.get_rank())
-{% if cookiecutter.deterministic and not flags.xla %}
-    # Reproducible cuDNN kernels; the trainer reseeds the rest (data order, noise).
-    torch.backends.cudnn.deterministic = True
+    # Reproducible cuDNN kernels where deterministic (the trainer reseeds the rest: data order, noise), cuDNN's
+    # defaults otherwise (a previous run's in this process, a multirun's job, is not this one's).
+    torch.backends.cudnn.deterministic = config.deterministic
     torch.backends.cudnn.benchmark = False
-{% endif %}
     run_dir, checkpoint, finished, notes = setup_run_dir(config)
     logger = setup_logging(run_dir)
     for note in notes:  # unreadable files met on the way (directory.py)
@@ -52,10 +44,12 @@ def start_run(config: RunSettings) -> Run:
     else:
         logger.info("Run directory: %s", run_dir)
     logger.info("World size: %d, backend: %s, device: %s", idist.get_world_size(), idist.backend(), idist.device())
-{% if flags.xla %}
-    check_replicas(config, logger)
-    replicas_started()  # they all reached setup_run_dir's broadcast
-{% endif %}
+    if idist.backend() == "xla-tpu":
+        from machinery.tpu.replicas import replicas_started  # torch_xla: a TPU project's
+        from machinery.tpu.xla import check_replicas
+
+        check_replicas(config, logger)
+        replicas_started()  # they all reached setup_run_dir's broadcast
     return Run(run_dir, logger, checkpoint)
 
 

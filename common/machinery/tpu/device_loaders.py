@@ -1,28 +1,23 @@
-{% import "flags.j2" as flags with context %}
 """The data on the TPU: each loader in torch_xla's device loader, which sends batches ahead to the device; a loader's
-errors raised where the batches are taken{{ ", the eval batches padded to one shape" if flags.eval_metric }}."""
+errors raised where the batches are taken, the eval batches padded to one shape."""
 
 import queue
 import sys
-from collections.abc import {{ "Callable, " if flags.eval_metric }}Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import ignite.distributed as idist
 import torch_xla
 import torch_xla.distributed.parallel_loader as pl
-{% if flags.eval_metric %}
 from torch.utils.data import DataLoader
 
 from machinery.data.loaders import EvalShard
-{% endif %}
 
 
 def device_loader(loader: Any) -> Any:
-    """The loader on the TPU (MpDeviceLoader){{ "; an EvalShard's batches padded: ``(batch, real rows)``" if flags.eval_metric }}."""
-{% if flags.eval_metric %}
+    """The loader on the TPU (MpDeviceLoader); an EvalShard's batches padded: ``(batch, real rows)``."""
     if isinstance(loader.sampler, EvalShard):
         return _eval_device_loader(loader)
-{% endif %}
     if idist.get_world_size() > 1:
         loader = loader._loader  # ignite has wrapped it in an MpDeviceLoader: rewrapped here
     batches = _TrainingBatches(loader, idist.device(), batches_per_execution=sys.maxsize)
@@ -75,7 +70,6 @@ class _TrainingBatches(_DeviceBatches):
     def __iter__(self) -> Iterator[Any]:
         torch_xla.sync()
         yield from super().__iter__()
-{% if flags.eval_metric %}
 
 
 class _PadToBatchSize:
@@ -114,4 +108,3 @@ def _eval_device_loader(loader: Any) -> _DeviceBatches:
         **workers,
     )
     return _DeviceBatches(padded, idist.device())
-{% endif %}

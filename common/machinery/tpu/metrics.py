@@ -2,7 +2,9 @@
 
 import functools
 import inspect
+from collections.abc import Callable
 from numbers import Number
+from typing import Any
 
 import ignite.distributed as idist
 import torch
@@ -10,6 +12,21 @@ import torch_xla
 import torch_xla.core.xla_model as xm
 from ignite.engine import Engine, Events
 from ignite.metrics import Metric
+
+
+def step_on_real_rows(
+    eval_step: Callable[[Engine, Any], tuple[torch.Tensor, ...]],
+) -> Callable[[Engine, tuple[Any, int]], tuple[torch.Tensor, ...]]:
+    """``eval_step`` on a padded batch, ``(batch, real rows)``, its outputs cut to the real rows for the metrics."""
+
+    def step(engine: Engine, padded: tuple[Any, int]) -> tuple[torch.Tensor, ...]:
+        batch, real_rows = padded
+        outputs = eval_step(engine, batch)
+        # Padding rows cut by a host-known slice: a short last batch's metrics are one more program (compiled at the
+        # first evaluation); the model ran on the padded batch, in the one program.
+        return outputs if real_rows == len(outputs[0]) else tuple(output[:real_rows] for output in outputs)
+
+    return step
 
 
 def read_once(evaluator: Engine, metrics: list[Metric]) -> None:

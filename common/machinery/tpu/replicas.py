@@ -20,13 +20,9 @@ from typing import NoReturn
 
 import ignite.distributed as idist
 from ignite.engine import Engine, Events
-{% if cookiecutter.save_training %}
 from ignite.handlers import Checkpoint
-{% endif %}
 
-{% if cookiecutter.save_training %}
 from machinery.runs.checkpoints import saved_at
-{% endif %}
 from machinery.runs.directory import write_status
 from machinery.runs.preemption import STOP, STOP_SIGNALS
 
@@ -37,7 +33,7 @@ FAILED = "failed"  # there once a replica's run failed: which replica, and its e
 FAILED_GRACE_SECONDS = {{ flags.failed_replica_grace_s }}
 
 
-def launch_replicas(launch: Callable[[], None]) -> None:
+def watch_replicas(launch: Callable[[], None]) -> None:
     """Call ``launch`` (torch_xla.launch) in a thread; the replicas inherit the stop signals ignored and read a stop
     from a file this process writes. Its handlers (catch_stop_signals) are restored once all started
     (replicas_started)."""
@@ -146,21 +142,15 @@ def _started_by_multiprocessing(roots: set[int]) -> list[int]:
 
 
 def replicas_started() -> None:
-    """Tell launch_replicas, from replica 0 once every replica has joined, that it may catch signals again."""
+    """Tell watch_replicas, from replica 0 once every replica has joined, that it may catch signals again."""
     if idist.get_rank() == 0 and REPLICAS_FOLDER in os.environ:
         (Path(os.environ[REPLICAS_FOLDER]) / "started").touch()
 
 
-def follow_launcher(
-    trainer: Engine,
-    run_dir: Path,
-{% if cookiecutter.save_training %}
-    save_training: Checkpoint,
-{% endif %}
-) -> None:
+def follow_launcher(trainer: Engine, run_dir: Path, save_training: Checkpoint | None) -> None:
     """In each replica: stop when the launcher says so; on replica 0, tell it whether anything is unsaved."""
     if REPLICAS_FOLDER not in os.environ:
-        return  # not started by launch_replicas (a test calling run() itself)
+        return  # not started by watch_replicas (a test calling run() itself)
     folder = Path(os.environ[REPLICAS_FOLDER])
     STOP.stop_file = folder / "stop"  # read by preemption.asked_to_stop
     if idist.get_rank() != 0:
@@ -177,13 +167,9 @@ def follow_launcher(
 
     @trainer.on(Events.ITERATION_COMPLETED | Events.EPOCH_COMPLETED)
     def note_saved(engine: Engine) -> None:
-{% if cookiecutter.save_training %}
-        # The epoch's last iteration is saved at the epoch's end, after its ITERATION_COMPLETED.
-        saved = saved_at(save_training, engine.state.iteration)
-{% else %}
-        saved = False  # save_training is off: no checkpoint holds any iteration
-{% endif %}
-        if saved:
+        # The epoch's last iteration is saved at the epoch's end, after its ITERATION_COMPLETED (with save_training
+        # off, no checkpoint holds any iteration).
+        if saved_at(save_training, engine.state.iteration):
             unsaved.unlink(missing_ok=True)
         else:
             unsaved.touch()

@@ -11,9 +11,9 @@ import torch_xla.core.xla_model as xm
 import torch_xla.runtime as xr
 
 from machinery.runs.directory import run_recorded
-from machinery.runs.preemption import catch_stop_signals, exit_if_stopped
+from machinery.runs.preemption import catch_stop_signals
 from machinery.settings import RunSettings
-from machinery.tpu.replicas import launch_replicas, replica_failed
+from machinery.tpu.replicas import replica_failed, watch_replicas
 
 # Removed from xla_model in torch_xla 2.7 (now torch_xla.runtime's), still called by ignite 0.5.5's xla-tpu backend.
 REMOVED_NAMES = {
@@ -34,12 +34,11 @@ def add_removed_names() -> list[str]:
 add_removed_names()
 
 
-def launch(run: Callable[[int, RunSettings], None], config: RunSettings) -> None:
+def launch_replicas(run: Callable[[int, RunSettings], None], config: RunSettings) -> None:
     """Call ``run(local_rank, config)`` in one replica per TPU device (torch_xla.launch): ignite's own
     ``xmp.spawn(nprocs=8)`` is refused by PJRT (torch_xla >= 2.6 takes one per device, or 1); see check_replicas."""
     catch_stop_signals()  # a stop signal to this process stops the replicas cleanly (replicas.py)
-    launch_replicas(lambda: torch_xla.launch(_xla_replica, args=(run, config)))
-    exit_if_stopped()
+    watch_replicas(lambda: torch_xla.launch(_xla_replica, args=(run, config)))
 
 
 def _xla_replica(_index: int, run: Callable[[int, RunSettings], None], config: RunSettings) -> None:
@@ -63,6 +62,11 @@ def check_replicas(config: RunSettings, logger: logging.Logger) -> None:
             world_size,
             world_size,
         )
+
+
+def sync() -> None:
+    """End the pending graph: what was computed since the last one runs as a program of its own."""
+    torch_xla.sync()
 
 
 def start_alike(*models: torch.nn.Module, buffers_only: bool = False) -> None:

@@ -1,12 +1,9 @@
-{% import "flags.j2" as flags with context %}
 """An exponential moving average (EMA) of the model's weights: ignite's ``EMAHandler``, evaluated and kept as the
 best models in place of the trained weights, and saved in every training checkpoint (``ema_model``)."""
 
 from collections.abc import Callable
 
-{% if flags.xla %}
-import torch_xla
-{% endif %}
+import ignite.distributed as idist
 from ignite.engine import Engine, Events
 from ignite.handlers import EMAHandler
 from torch import nn
@@ -22,11 +19,12 @@ def setup_ema(
     vars(ema.ema_model).pop("forward", None)  # a compiled forward (Backend.prepare) runs the model, not the copy
     # Constant momentum: nothing but the average itself to restore when a stopped run continues.
     ema.attach(trainer, name="ema_momentum", warn_if_exists=False)
-{% if flags.xla %}
-    # The update, synced as its own program: left pending, it would join whatever runs next (the step, a checkpoint's
-    # read, the evaluation), a program for each.
-    trainer.add_event_handler(Events.ITERATION_COMPLETED, lambda: torch_xla.sync())
-{% endif %}
+    if idist.device().type == "xla":
+        from machinery.tpu.xla import sync  # torch_xla: a TPU project's
+
+        # The update, synced as its own program: left pending, it would join whatever runs next (the step, a
+        # checkpoint's read, the evaluation), a program for each.
+        trainer.add_event_handler(Events.ITERATION_COMPLETED, sync)
 
     def swap(_engine: Engine) -> None:
         # The tensors themselves change places: nothing is copied, and the trained weights come back as they were.

@@ -1,30 +1,19 @@
-{% import "flags.j2" as flags with context %}
-"""The training engine: step losses as one device vector, a data shuffle per pass{{ "; seeded per iteration and batch" if cookiecutter.deterministic }}."""
+"""The training engine: step losses as one device vector, a data shuffle per pass; with ``config.deterministic``,
+seeded per pass, batch and iteration."""
 
-{% if cookiecutter.deterministic %}
 import random
 from collections.abc import Callable, Iterator
-{% else %}
-from collections.abc import Callable
-{% endif %}
 from typing import Any, NamedTuple
 
-{% if cookiecutter.deterministic %}
 import numpy as np
-{% endif %}
 import torch
-{% if flags.xla %}
-import torch_xla
-{% endif %}
-{% if cookiecutter.deterministic %}
 from ignite.engine import DeterministicEngine, Engine, Events
 from ignite.engine.deterministic import ReproducibleBatchSampler
 from ignite.utils import manual_seed
 from torch.utils.data import BatchSampler, DataLoader, Dataset, RandomSampler
-{% else %}
-from ignite.engine import Engine, Events
-{% endif %}
 from torch.utils.data.distributed import DistributedSampler
+
+from machinery.backend import Backend
 
 
 class StepLosses(NamedTuple):
@@ -34,21 +23,18 @@ class StepLosses(NamedTuple):
     values: torch.Tensor
 
 
-def training_engine(train_step: Callable[[Engine, Any], dict[str, torch.Tensor]]) -> Engine:
+def training_engine(train_step: Callable[[Engine, Any], dict[str, torch.Tensor]], backend: Backend) -> Engine:
     """The engine that runs ``train_step`` on each batch, its dict of losses stacked into one vector on the device:
-    ``handlers.setup_handlers`` reads them all in one transfer."""
+    ``handlers.setup_handlers`` reads them all in one transfer. Deterministic where ``backend.config`` asks for it."""
 
     def step_with_stacked_losses(engine: Engine, batch: Any) -> StepLosses:
         losses = train_step(engine, batch)
         values = torch.stack([value.detach().float() for value in losses.values()])
-{% if flags.xla %}
-        # The step's graph ends here, the stacked losses in it: every step runs the same compiled program, and
-        # reading the losses or the weights (logging, checkpoints) is a transfer, never a program of its own.
-        torch_xla.sync()
-{% endif %}
+        backend.step_done()  # a TPU's step ends its graph here, the losses in it
         return StepLosses(tuple(losses), values)
 
-{% if cookiecutter.deterministic %}
+    if not backend.config.deterministic:
+        return Engine(step_with_stacked_losses)
     # A run continued mid-pass takes the uninterrupted run's batches and random transforms: each pass's order and
     # batch seeds come from the run's seed and the pass's number (_SeededPasses), set before DeterministicEngine makes
     # the pass's iterator (after these events). Each iteration is seeded too (noise, dropout: _seed_iteration).
@@ -57,24 +43,16 @@ def training_engine(train_step: Callable[[Engine, Any], dict[str, torch.Tensor]]
     trainer.add_event_handler(Events.EPOCH_STARTED | Events.DATALOADER_STOP_ITERATION, _set_pass)
     trainer.add_event_handler(Events.ITERATION_STARTED, _seed_iteration)
     return trainer
-{% else %}
-    return Engine(step_with_stacked_losses)
-{% endif %}
 
 
 def shuffle_each_pass(trainer: Engine, train_loader: Any) -> None:
     """Give each pass over the training data its own shuffle, the same on every process (a DistributedSampler's)."""
-{% if flags.xla %}
-    # A device loader wraps the DataLoader; the sampler is on the DataLoader.
+    # A TPU's device loader wraps the DataLoader; the sampler is on the DataLoader.
     sampler = getattr(getattr(train_loader, "_loader", train_loader), "sampler", None)
-{% else %}
-    sampler = getattr(train_loader, "sampler", None)
-{% endif %}
     if isinstance(sampler, DistributedSampler):
         # Set before the pass's iterator is made: a run continued mid-pass takes the uninterrupted run's batches.
         passes = Events.EPOCH_STARTED | Events.DATALOADER_STOP_ITERATION
         trainer.add_event_handler(passes, lambda engine: sampler.set_epoch(engine.state.iteration // len(train_loader)))
-{% if cookiecutter.deterministic %}
 
 
 class _SeededBatch(list):
@@ -172,4 +150,3 @@ def _set_pass(engine: Engine) -> None:
     if loader is not None and isinstance(loader.batch_sampler, _SeededPasses):
         loader.batch_sampler.run_seed = engine.state.seed
         loader.batch_sampler.pass_number = engine.state.iteration // len(loader)
-{% endif %}

@@ -1,5 +1,4 @@
-{% import "flags.j2" as flags with context %}
-"""Handlers on the engines: loss logging and progress, checkpoints, stopping rules, resuming."""
+"""Handlers on the trainer: loss logging and progress, the NaN check, the timer, checkpoints, resuming."""
 
 import logging
 import os
@@ -10,44 +9,18 @@ from typing import Any
 import ignite.distributed as idist
 import torch
 from ignite.engine import Engine, Events
-from ignite.handlers import (
-    Checkpoint,
-{% if flags.save_checkpoints %}
-    DiskSaver,
-{% endif %}
-{% if flags.early_stopping %}
-    EarlyStopping,
-{% endif %}
-    ProgressBar,
-{% if cookiecutter.terminate_on_nan %}
-    TerminateOnNan,
-{% endif %}
-{% if cookiecutter.timer %}
-    Timer,
-{% endif %}
-{% if flags.save_best %}
-    global_step_from_engine,
-{% endif %}
-)
+from ignite.handlers import Checkpoint, DiskSaver, ParamScheduler, ProgressBar, TerminateOnNan, Timer
 
-{% if cookiecutter.save_training %}
 from machinery.runs.checkpoints import raise_if_disk_full, read_checkpoint, saved_training_checkpoints
-{% elif flags.save_checkpoints %}
-from machinery.runs.checkpoints import raise_if_disk_full, read_checkpoint
-{% else %}
-from machinery.runs.checkpoints import read_checkpoint
-{% endif %}
 from machinery.runs.preemption import STOP, asked_to_stop
 from machinery.settings import RunSettings
-{% if flags.ranked %}
-from machinery.training.evaluation import score_of
-{% endif %}
 
 
 def setup_handlers(trainer: Engine, config: RunSettings) -> None:
-    """Attach loss logging, the progress bar{{ ", the NaN check" if cookiecutter.terminate_on_nan }}{{ ", the iteration timer" if cookiecutter.timer }}: the losses (one vector
-    on the device) are read every ``log_every_iters`` iterations in one transfer{{ ", for the NaN check too" if cookiecutter.terminate_on_nan }}, where ignite's
-    ``setup_common_training_handlers`` reads them every iteration (on a TPU each read waits for the device)."""
+    """Attach loss logging, the progress bar and what the config asks for (the NaN check, the iteration timer, the first
+    iteration's time when it compiles): the losses (one vector on the device) are read every ``log_every_iters``
+    iterations in one transfer, for the NaN check too, where ignite's ``setup_common_training_handlers`` reads them
+    every iteration (on a TPU each read waits for the device)."""
     every = Events.ITERATION_COMPLETED(every=config.log_every_iters)
     world_size = idist.get_world_size()
 
@@ -79,23 +52,30 @@ def setup_handlers(trainer: Engine, config: RunSettings) -> None:
 
         redraws = Events.ITERATION_COMPLETED(event_filter=redraw_due)
         ProgressBar(persist=True).attach(trainer, metric_names="all", event_name=redraws)
-{% if cookiecutter.terminate_on_nan %}
-    terminate_on_nan = TerminateOnNan(lambda output: [trainer.state.metrics[name] for name in output.names])
-    terminate_on_nan.logger = trainer.logger  # why training stopped goes to training.log too
-    trainer.add_event_handler(every, terminate_on_nan)  # checks the values just read: no extra device read
-{% endif %}
-{% if cookiecutter.timer %}
-    timer = Timer(average=True)
-    timer.attach(trainer, step=Events.ITERATION_COMPLETED)
-
-    @trainer.on(Events.EPOCH_COMPLETED)
-    def log_iteration_time(engine: Engine) -> None:
-        engine.logger.info("Epoch %d - %.4f s per iteration", engine.state.epoch, timer.value())
-{% endif %}
-{% if flags.compiled %}
-
+    if config.terminate_on_nan:
+        terminate_on_nan = TerminateOnNan(lambda output: [trainer.state.metrics[name] for name in output.names])
+        terminate_on_nan.logger = trainer.logger  # why training stopped goes to training.log too
+        trainer.add_event_handler(every, terminate_on_nan)  # checks the values just read: no extra device read
+    if config.timer:
+        log_iteration_time(trainer)
     if config.compile:
         log_first_iteration(trainer)
+
+
+def log_iteration_time(trainer: Engine) -> None:
+    """Log the average time of this epoch's iterations (their steps, not the handlers between them) at its end."""
+    timer = Timer(average=True)
+    timer.attach(
+        trainer,
+        start=Events.EPOCH_STARTED,
+        resume=Events.ITERATION_STARTED,
+        pause=Events.ITERATION_COMPLETED,
+        step=Events.ITERATION_COMPLETED,
+    )
+
+    @trainer.on(Events.EPOCH_COMPLETED)
+    def log_time(engine: Engine) -> None:
+        engine.logger.info("Epoch %d - %.4f s per iteration", engine.state.epoch, timer.value())
 
 
 def log_first_iteration(trainer: Engine) -> None:
@@ -113,12 +93,15 @@ def log_first_iteration(trainer: Engine) -> None:
 
     trainer.add_event_handler(Events.ITERATION_STARTED, start)
     trainer.add_event_handler(Events.ITERATION_COMPLETED, log)
-{% endif %}
-{% if cookiecutter.save_training %}
 
 
-def setup_checkpoints(trainer: Engine, to_save: dict[str, Any], config: RunSettings, run_dir: Path) -> Checkpoint:
-    """Save the training state every ``save_every_iters`` iterations and after each epoch, so a run can continue."""
+def setup_checkpoints(
+    trainer: Engine, to_save: dict[str, Any], config: RunSettings, run_dir: Path
+) -> Checkpoint | None:
+    """Save the training state every ``save_every_iters`` iterations and after each epoch, so a run can continue; the
+    handler, or None where ``config.save_training`` is off."""
+    if not config.save_training:
+        return None
     save_training = Checkpoint(
         to_save,
         SaveThenRemove(run_dir, require_empty=False),
@@ -132,8 +115,6 @@ def setup_checkpoints(trainer: Engine, to_save: dict[str, Any], config: RunSetti
     )
     trainer.add_event_handler(mid_epoch | Events.EPOCH_COMPLETED, save_training)
     return save_training
-{% endif %}
-{% if flags.save_checkpoints %}
 
 
 class SaveThenRemove(DiskSaver):
@@ -165,66 +146,45 @@ class SaveThenRemove(DiskSaver):
 def count_saved_files(handler: Checkpoint, saved: list[tuple[float, Path]]) -> None:
     """Give a checkpoint handler the files it saved before (priority, path): it keeps ``n_saved`` of them all."""
     handler.load_state_dict({"_saved": [(priority, path.name) for priority, path in sorted(saved)]})
-{% endif %}
-{% if flags.save_best %}
 
 
-def setup_best_models(
-    evaluator: Engine, trainer: Engine, model: torch.nn.Module, config: RunSettings, run_dir: Path
+def step_schedules(trainer: Engine, to_save: dict[str, Any]) -> list[ParamScheduler]:
+    """Step each ``ParamScheduler`` of ``to_save`` at each iteration's start; return them (for resume_from)."""
+    schedules = [obj for obj in to_save.values() if isinstance(obj, ParamScheduler)]
+    for schedule in schedules:
+        trainer.add_event_handler(Events.ITERATION_STARTED, schedule)
+    return schedules
+
+
+def resume_from(
+    to_load: dict[str, Any],
+    checkpoint_path: str | Path,
+    logger: logging.Logger,
+    schedules: list[ParamScheduler] | tuple = (),
 ) -> None:
-    """Keep the model of the ``n_saved`` best evaluations by ``config.score``, named after the epoch and the score."""
-    name, score = score_of(config.score)
-    save_best = Checkpoint(
-        {"model": model},
-        SaveThenRemove(run_dir, require_empty=False),
-        filename_prefix="best",
-        score_function=score,
-        score_name=name,
-        n_saved=config.n_saved,
-        global_step_transform=global_step_from_engine(trainer),
-    )
-    best = [(float(path.stem.rsplit("=", 1)[1]), path) for path in run_dir.glob(f"best_model_*_{name}=*.pt")]
-    count_saved_files(save_best, best)  # a continued run's best models (score in the name) compete with its next ones
-    evaluator.add_event_handler(Events.COMPLETED, save_best)
-{% endif %}
-{% if flags.early_stopping %}
-
-
-def setup_early_stopping(evaluator: Engine, trainer: Engine, config: RunSettings) -> None:
-    """Stop training when ``config.score`` has not improved for ``patience`` evaluations."""
-    stopper = EarlyStopping(config.patience, score_function=score_of(config.score)[1], trainer=trainer)
-    stopper.logger = trainer.logger
-    evaluator.add_event_handler(Events.COMPLETED, stopper)
-    # Its count goes in the trainer's state (and checkpoints): a continued run stops when the uninterrupted one would.
-    trainer.state.early_stopping = stopper.state_dict()
-    trainer.state_dict_user_keys.append("early_stopping")
-
-    @evaluator.on(Events.COMPLETED)
-    def keep_count(_: Engine) -> None:
-        trainer.state.early_stopping = stopper.state_dict()
-
-    @trainer.on(Events.STARTED)
-    def restore_count(engine: Engine) -> None:
-        stopper.load_state_dict(engine.state.early_stopping)
-{% endif %}
-
-
-def resume_from(to_load: dict[str, Any], checkpoint_path: str | Path, logger: logging.Logger) -> None:
-    """Restore objects (model, optimizer, trainer state, ...) from a checkpoint file."""
+    """Restore objects (model, optimizer, trainer state, ...) from a checkpoint file. ``schedules`` keep the plan this
+    command made (its max_epochs: a run continued with a larger one trains longer), their step restored."""
+    planned = [{key: schedule.state_dict()[key] for key in ("milestones", "values")} for schedule in schedules]
     path = Path(checkpoint_path)
     if not path.is_file():
         raise FileNotFoundError(f"resume_from: no checkpoint file at {path}")
     checkpoint = read_checkpoint(path)  # tensors and plain values only: no code that loading it would run
-{% if cookiecutter.deterministic %}
     if isinstance(checkpoint.get("trainer"), dict) and "rng_states" in checkpoint["trainer"]:
-        # xm.save (TPU) rebuilds tuples as lists, Python's random state included.
+        # A deterministic run's: xm.save (TPU) rebuilds tuples as lists, Python's random state included.
         version, internal, gauss = checkpoint["trainer"]["rng_states"][0]
         checkpoint["trainer"]["rng_states"][0] = (version, tuple(internal), gauss)
-{% endif %}
+    lacking = [name for name in to_load if name not in checkpoint] if "trainer" in checkpoint else []
+    if lacking:  # a training checkpoint of another config (one without float16's scaler, or the weights' average)
+        raise SystemExit(
+            f"{path} holds no {', '.join(lacking)}, which this run trains with (main.py's to_save and the config's "
+            "mixed_precision and ema_momentum): continue it with the config it was saved with"
+        )
     if isinstance(checkpoint.get("trainer"), dict) and isinstance(to_load.get("trainer"), Engine):
         # State that handlers keep in the trainer (early stopping's count, ...), lacking from older checkpoints.
         trainer = to_load["trainer"]
         for key in trainer.state_dict_user_keys:
             checkpoint["trainer"].setdefault(key, getattr(trainer.state, key))
     Checkpoint.load_objects(to_load=to_load, checkpoint=checkpoint)
+    for schedule, plan in zip(schedules, planned, strict=True):
+        schedule.load_state_dict({**schedule.state_dict(), **plan})
     logger.info("Resumed from %s", path)

@@ -20,7 +20,6 @@ import time
 {% if abc_names %}
 from collections.abc import {{ abc_names | join(", ") }}
 {% endif %}
-from dataclasses import asdict{{ ", replace" if flags.eval_metric }}
 from pathlib import Path
 from types import ModuleType
 {% if flags.eval_metric %}
@@ -53,12 +52,6 @@ TINY = {
     "eval_epoch_length": 2,
 {% endif %}
     "log_every_iters": 1,
-{% if flags.compiled %}
-    "compile": False,  # compiling would take longer than these runs train
-{% endif %}
-{% if flags.ema %}
-    "ema_momentum": 0.5,  # a few iterations' average: these runs are short
-{% endif %}
 {% if tiny_extras is defined %}
     {{ tiny_extras | trim }}
 {% endif %}
@@ -86,7 +79,7 @@ def run_dir(config: Config) -> Path:
     """A run directory of ``config`` as training starts it (its config-lock.yaml), for a test to save models in."""
     path = Path(config.output_dir) / "20260101-000000-single"
     path.mkdir(parents=True)
-    (path / "config-lock.yaml").write_text(yaml.safe_dump(asdict(config)))
+    (path / "config-lock.yaml").write_text(yaml.safe_dump(config.model_dump()))
     return path
 {% if flags.eval_metric %}
 
@@ -97,7 +90,7 @@ def train_for_eval_scores(config: Config) -> Callable[..., list[float]]:
     {{ flags.eval_metric }}, as training.log shows it."""
 
     def train(**overrides: Any) -> list[float]:
-        run(0, replace(config, **overrides))
+        run(0, config.model_copy(update=overrides))
         (run_dir,) = (path for path in Path(config.output_dir).iterdir() if path.is_dir())
         log = (run_dir / "training.log").read_text()
         return [float(value) for value in re.findall(r" - eval: {{ flags.eval_metric }}=([0-9.]+)", log)]

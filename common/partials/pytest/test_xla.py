@@ -67,7 +67,7 @@ def test_launch_spawns_one_replica_per_device(tmp_path: Path) -> None:
     # nproc_per_node=8 whatever the device count: PJRT takes nprocs=None (all devices) or 1, and 8 raises.
     launch = (
         "import sys, types, test_xla; from machinery.tpu import xla; "
-        "xla.launch(test_xla.record_replica, types.SimpleNamespace(nproc_per_node=8, records=sys.argv[1]))"
+        "xla.launch_replicas(test_xla.record_replica, types.SimpleNamespace(nproc_per_node=8, records=sys.argv[1]))"
     )
     path = os.pathsep.join([str(TESTS_DIR), str(TESTS_DIR.parent), os.environ.get("PYTHONPATH", "")])
     proc = subprocess.run(

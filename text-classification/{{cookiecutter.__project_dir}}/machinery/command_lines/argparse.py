@@ -1,0 +1,1 @@
+../../../../common/machinery/command_lines/argparse.py

@@ -1,0 +1,1 @@
+../../../../common/machinery/tpu/backend.py

@@ -1,0 +1,1 @@
+../../../../common/machinery/command_lines/fire.py

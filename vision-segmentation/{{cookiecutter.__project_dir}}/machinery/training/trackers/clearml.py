@@ -1,0 +1,1 @@
+../../../../../common/machinery/training/trackers/clearml.py
