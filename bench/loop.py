@@ -37,7 +37,7 @@ SEGMENTATION = {"crop_size": 32, "batch_size": 4}
 def load_config(iterations: int, output_dir: str) -> "Config":
     """The project's config.yaml, read and checked by the project itself, with this benchmark's overrides."""
     from config import Config
-    from machinery.settings import load_config as project_config
+    from machinery.config_files import load_config as project_config
 
     overrides = dict(
         dataset="synthetic",

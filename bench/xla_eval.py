@@ -53,7 +53,7 @@ def config_for(eval_batches: int) -> "Config":
     The project's config.yaml, read and checked by the project itself, with these overrides.
     """
     from config import Config
-    from machinery.settings import load_config
+    from machinery.config_files import load_config
 
     overrides = dict(
         dataset="synthetic",

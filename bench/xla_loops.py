@@ -156,7 +156,7 @@ def gan_naive(epochs: int) -> dict:
     import torch
     import torch_xla.core.xla_model as xm
     from config import Config
-    from machinery.settings import load_config
+    from machinery.config_files import load_config
 
     config = load_config(Path("config.yaml"), Config)
     device = xm.xla_device()
@@ -196,7 +196,7 @@ def text_naive(epochs: int) -> dict:
     import torch
     import torch_xla.core.xla_model as xm
     from config import Config
-    from machinery.settings import load_config
+    from machinery.config_files import load_config
 
     config = load_config(Path("config.yaml"), Config, dataset="synthetic", data_path="data")
     device = xm.xla_device()
@@ -222,7 +222,7 @@ def segmentation_naive(epochs: int) -> dict:
     import torch
     import torch_xla.core.xla_model as xm
     from config import Config
-    from machinery.settings import load_config
+    from machinery.config_files import load_config
 
     config = load_config(Path("config.yaml"), Config, **SEGMENTATION)
     device = xm.xla_device()

@@ -15,8 +15,8 @@ import torch
 from torchvision.utils import save_image
 
 from config import Config
+from machinery.config_files import load_run_settings
 from machinery.inference.trained import inference_device, load_trained, newest_model
-from machinery.settings import load_run_settings
 from models import Generator
 
 

@@ -16,8 +16,8 @@ from transformers import PreTrainedTokenizerBase
 
 from config import Config
 from data import FILE_FORMATS, encode, read_file, setup_tokenizer
+from machinery.config_files import load_config
 from machinery.inference.trained import class_names, inference_device, load_trained, newest_model, write_predictions
-from machinery.settings import load_config
 from models import TextClassifier, logits_of, setup_model
 
 

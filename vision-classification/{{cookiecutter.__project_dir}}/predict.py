@@ -16,9 +16,9 @@ from torchvision.datasets.folder import IMG_EXTENSIONS
 
 from config import Config
 from data import image_transforms
+from machinery.config_files import load_run_settings
 from machinery.data.files import read_image
 from machinery.inference.trained import class_names, inference_device, load_trained, newest_model, write_predictions
-from machinery.settings import load_run_settings
 from models import logits_of, pretrained_weights, setup_model
 
 

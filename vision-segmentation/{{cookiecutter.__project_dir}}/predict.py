@@ -26,9 +26,9 @@ from torchvision.transforms.v2 import functional as F
 
 from config import Config
 from data import Statistics
+from machinery.config_files import load_run_settings
 from machinery.data.files import read_image
 from machinery.inference.trained import class_names, inference_device, load_trained, newest_model
-from machinery.settings import load_run_settings
 from models import backbone_weights, logits_of, setup_model, statistics
 from pictures import palette_mask
 

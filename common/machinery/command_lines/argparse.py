@@ -6,8 +6,9 @@ from typing import Any
 
 import yaml
 
+from machinery.config_files import load_config
 from machinery.launch import ConfigClass, RunFn, launch
-from machinery.settings import file_order, load_config
+from machinery.settings import file_order
 
 OVERRIDE = "--{key} {value}"  # how this command line sets a key, in the advice a check gives
 

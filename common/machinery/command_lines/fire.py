@@ -5,8 +5,8 @@ from typing import Any
 
 import fire
 
+from machinery.config_files import load_config
 from machinery.launch import ConfigClass, RunFn, launch
-from machinery.settings import load_config
 
 OVERRIDE = "--{key}={value}"  # how this command line sets a key, in the advice a check gives
 

@@ -10,9 +10,10 @@ from hydra.core.hydra_config import HydraConfig
 from hydra.types import RunMode
 from omegaconf import DictConfig, OmegaConf
 
+from machinery.config_files import checked_config
 from machinery.launch import ConfigClass, RunFn, end_command, launch, train_processes
 from machinery.runs.preemption import asked_to_stop, exit_status
-from machinery.settings import RunSettings, checked_config
+from machinery.settings import RunSettings
 
 OVERRIDE = "++{key}={value}"  # how this command line sets a key, in the advice a check gives
 

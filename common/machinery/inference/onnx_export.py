@@ -10,8 +10,8 @@ from pathlib import Path
 import torch
 from torch import nn
 
+from machinery.config_files import load_run_settings
 from machinery.inference.trained import newest_model
-from machinery.settings import load_run_settings
 
 # What export.py needs beyond requirements.txt: requirements-export.txt installs them.
 EXPORT_PACKAGES = ("onnx", "onnxscript", "onnxruntime")

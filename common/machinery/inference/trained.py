@@ -8,9 +8,10 @@ from pathlib import Path
 
 import torch
 
+from machinery.config_files import load_lock
 from machinery.runs.checkpoints import read_checkpoint
 from machinery.runs.directory import CLASSES_FILE
-from machinery.settings import Settings, load_lock
+from machinery.settings import Settings
 
 
 def newest_model(output_dir: str) -> Path:

@@ -15,7 +15,8 @@ from optuna.storages import RDBStorage
 from sqlalchemy.engine import make_url
 from sqlalchemy.exc import IntegrityError, OperationalError, ProgrammingError
 
-from machinery.settings import HYDRA_KEYS, RunSettings, checked_config
+from machinery.config_files import HYDRA_KEYS, checked_config
+from machinery.settings import RunSettings
 from machinery.sweeps.report import write_report
 from machinery.sweeps.space import STORAGE_ENV, SweepSettings, load_sweep, make_pruner
 from machinery.sweeps.worker import continue_later, work

@@ -30,7 +30,7 @@ import pytest
 import yaml
 
 from config import Config
-from machinery.settings import load_config
+from machinery.config_files import load_config
 {% if flags.eval_metric %}
 from main import run
 {% endif %}

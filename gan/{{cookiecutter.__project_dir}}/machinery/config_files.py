@@ -1,0 +1,1 @@
+../../../common/machinery/config_files.py
