@@ -2,6 +2,8 @@
 ``Config``: a key missing, undeclared, of another type, out of its range or at odds with another stops the run before
 it writes anything, naming the key, its value and what is allowed."""
 
+import math
+import re
 import typing
 from pathlib import Path
 from typing import Annotated, Any
@@ -115,11 +117,23 @@ def said(error: dict[str, Any], config_class: type[BaseModel]) -> str:
             " (a project trains on the backends it was generated for: TPUs with xla-tpu, GPUs and CPUs with nccl, "
             "gloo or one process; Ignite Templates' README, 'Change an answer later', moves it to the other)"
         )
-    return f"{key}: {_yaml(error['input'])} is not allowed: {message}"
+    shown = repr(error["input"]) if isinstance(error["input"], str) else yaml_value(error["input"])
+    return f"{key}: {shown} is not allowed: {message}"
 
 
-def _yaml(value: Any) -> str:
-    """``value`` as config.yaml writes it (null, true, 'text', 3)."""
-    if value is None or isinstance(value, bool):
-        return {None: "null", True: "true", False: "false"}[value]
-    return repr(value)
+def with_values(text: str, values: dict[str, Any]) -> str:
+    """config.yaml's ``text`` with ``values`` in place of its keys' (their lines' comments kept): a sweep's trial's
+    config, a config carried across a template update (upgrade.py)."""
+    for key, value in values.items():
+        line = re.compile(rf"^{re.escape(key)}:[^#\n]*?(?=[ \t]*(#|$))", re.MULTILINE)
+        if len(line.findall(text)) != 1:
+            raise SystemExit(f"the config has no line `{key}: ...` of its own to set")
+        text = line.sub(lambda _match, key=key, value=value: f"{key}: {yaml_value(value)}", text)
+    return text
+
+
+def yaml_value(value: Any) -> str:
+    """``value`` on one line as YAML 1.1 reads it back (null, true, 'a: b', a float's exponent after a dot: 1.0e-05)."""
+    if isinstance(value, float) and math.isfinite(value):
+        return re.sub(r"^(-?\d+)(e)", r"\1.0\2", repr(value))
+    return yaml.safe_dump(value, default_flow_style=True, width=1_000_000).removesuffix("\n...\n").strip()

@@ -72,7 +72,7 @@ def check_processes(config: RunSettings, override: Override) -> None:
             "backend 'nccl' needs a CUDA GPU, and none is visible here. Train on the CPU with backend 'gloo' "
             f"instead: add `{override.format(key='backend', value='gloo')}` at the end of the command."
         )
-    started = int(os.environ.get("WORLD_SIZE", 1))  # by torchrun
+    started = int(os.environ.get("WORLD_SIZE", "1"))  # by torchrun
     if started > 1 and config.backend is None:
         raise SystemExit(
             f"backend: null (one process) is not allowed where torchrun started {started} processes: give "

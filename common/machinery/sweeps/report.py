@@ -13,8 +13,8 @@ import matplotlib.ticker
 import optuna
 from optuna.trial import TrialState
 
+from machinery.config_files import with_values
 from machinery.runs.files import write_whole
-from machinery.sweeps.space import trial_config
 
 BEST_CONFIG = "best-config.yaml"  # the best trial's config, its output_dir the project's
 
@@ -43,7 +43,7 @@ def write_report(study: optuna.Study, study_dir: Path, text: str, output_dir: st
 
     best = study.best_trial
     header = f"# The best trial of the sweep {study.study_name}: trial {best.number}, score {best.value:.6g}.\n"
-    write_whole(study_dir / BEST_CONFIG, header + trial_config(text, {**best.params, "output_dir": output_dir}))
+    write_whole(study_dir / BEST_CONFIG, header + with_values(text, {**best.params, "output_dir": output_dir}))
     path = study_dir / BEST_CONFIG
     shown = command.format(config=path, dir=path.parent.resolve(), name=path.stem)
     print(f"Best: trial {best.number} (score {best.value:.6g}), its config {path}.\nTrain it: {shown}")

@@ -1,13 +1,11 @@
 """sweep.yaml read and checked: the study's settings, the search space over the config's keys, a trial's config."""
 
-import math
 import re
 import string
 from pathlib import Path
 from typing import Any
 
 import optuna
-import yaml
 from pydantic import BaseModel, ConfigDict, PositiveInt, ValidationError
 
 from machinery.config_files import read_yaml, said, value_refused
@@ -137,20 +135,3 @@ def suggest(trial: optuna.Trial, space: dict[str, dict[str, Any]]) -> dict[str, 
         else:
             values[key] = trial.suggest_categorical(key, options["choices"])
     return values
-
-
-def trial_config(text: str, values: dict[str, Any]) -> str:
-    """config.yaml's ``text`` with ``values`` in place of its keys' (their lines' comments kept)."""
-    for key, value in values.items():
-        line = re.compile(rf"^{re.escape(key)}:[^#\n]*?(?=[ \t]*(#|$))", re.MULTILINE)
-        if len(line.findall(text)) != 1:
-            raise SystemExit(f"the config has no line `{key}: ...` of its own to set")
-        text = line.sub(lambda _match, key=key, value=value: f"{key}: {_yaml_value(value)}", text)
-    return text
-
-
-def _yaml_value(value: Any) -> str:
-    """``value`` on one line as YAML 1.1 reads it back (a float's exponent after a dot: 1.0e-05, never 1e-05)."""
-    if isinstance(value, float) and math.isfinite(value):
-        return re.sub(r"^(-?\d+)(e)", r"\1.0\2", repr(value))
-    return yaml.safe_dump(value, default_flow_style=True, width=1_000_000).removesuffix("\n...\n").strip()

@@ -14,8 +14,9 @@ import optuna
 from optuna.storages import RDBStorage, fail_stale_trials
 from optuna.trial import FrozenTrial, TrialState
 
+from machinery.config_files import with_values
 from machinery.runs.files import write_whole
-from machinery.sweeps.space import STORAGE_ENV, TRIAL_ENV, SweepSettings, suggest, trial_config
+from machinery.sweeps.space import STORAGE_ENV, TRIAL_ENV, SweepSettings, suggest
 from machinery.sweeps.trial import Stops, run_outcome, run_trial_command, trial_command, wait_released
 
 FINISHED = (TrialState.COMPLETE, TrialState.PRUNED)
@@ -79,7 +80,7 @@ def _train(
     trial.set_user_attr("run", run_name)
     trial_dir = study_dir / run_name
     trial_dir.mkdir(parents=True, exist_ok=True)
-    write_whole(trial_dir / "config.yaml", trial_config(text, {**values, "output_dir": trial_dir.as_posix()}))
+    write_whole(trial_dir / "config.yaml", with_values(text, {**values, "output_dir": trial_dir.as_posix()}))
     continued = f", continuing trial {first}'s run" if first != number else ""
     print(f"Trial {number}{continued}: {values}", flush=True)
 

@@ -1,0 +1,1 @@
+../../../common/machinery/upgrade.py
