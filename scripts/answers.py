@@ -94,23 +94,13 @@ def resolved_launcher(combo: dict) -> str:
 
 
 def valid(combo: dict) -> dict:
-    """Adjust a combination to the template's rules (one process for 'none', 8 spawned replicas on TPU and no float16
-    or torch.compile there, a Slurm job started by torchrun and never on TPU)."""
+    """Adjust a combination to the template's rules (8 spawned replicas on TPU, a Slurm job started by torchrun and
+    never on TPU)."""
     combo = dict(combo)
     if combo["backend"] == "xla-tpu" and "scheduler" in combo:
         combo["scheduler"] = "none"
     elif combo.get("scheduler") == "slurm" and combo["launcher"] != "auto":
         combo["launcher"] = "torchrun"
     if combo["backend"] == "xla-tpu":
-        combo.update(launcher="auto" if combo["launcher"] == "auto" else "spawn", nproc_per_node="8", nnodes="1")
-        if combo.get("mixed_precision") == "float16":  # float16 needs CUDA's gradient scaler: TPUs take bfloat16
-            combo["mixed_precision"] = "bfloat16"
-        if "compile" in combo:  # torch_xla compiles each step itself: torch.compile is for GPUs and CPUs
-            combo["compile"] = False
-    elif resolved_launcher(combo) == "none":
-        combo["nnodes"] = "1"
-    else:
-        combo["nproc_per_node"] = "2"
-    if int(combo.get("nnodes", 1)) > 1:
-        combo["master_addr"] = "node0"  # several nodes need an address the others can reach
+        combo["launcher"] = "auto" if combo["launcher"] == "auto" else "spawn"
     return combo

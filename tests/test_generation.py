@@ -31,7 +31,8 @@ PROVIDED_BY = {
     "torch_xla": "torch_xla",
     "ignite": "pytorch-ignite",
     "yaml": "pyyaml",
-    "numpy": "numpy",  # resume_from allows NumPy's random state (deterministic training)
+    "numpy": "numpy",  # deterministic training's NumPy random state, in checkpoints
+    "pydantic": "pydantic",  # the config's check
     "tqdm": "tqdm",
     "fire": "fire",
     "hydra": "hydra-core",
@@ -101,14 +102,15 @@ def test_generated_files_are_the_ones_the_answers_ask_for(baked, template: str, 
     project = baked(template, **combo)
     names = {p.relative_to(project).as_posix() for p in project_files(project)}
     expected = {"main.py", "config.py", "data.py", "models.py", "trainers.py", "config.yaml"}
-    machinery = "__init__ backend launch settings".split()
+    machinery = "__init__ backend cli config_files launch settings upgrade".split()
     machinery += "runs/start runs/directory runs/files runs/checkpoints runs/preemption".split()
     machinery += "training/engine training/fit training/handlers data/loaders inference/trained".split()
     expected |= {f"machinery/{name}.py" for name in machinery}
     assert expected <= names, f"missing files: {expected - names}"
     tracking = combo["logger"] != "none"
-    tracker = "machinery/training/tracking.py"
-    assert (tracker in names) == tracking, f"{tracker} exactly when a tracker is chosen"
+    for tracker in ("machinery/training/tracking.py", "machinery/training/tracker.py"):
+        assert (tracker in names) == tracking, f"{tracker} exactly when a tracker is chosen"
+    assert not [name for name in names if "/command_lines/" in name or "/trackers/" in name], "one of each, renamed"
     evaluator = bool(template_context(template)["_eval_metric"])
     evaluation = "machinery/training/evaluation.py"
     assert (evaluation in names) == evaluator, f"{evaluation} in a template that evaluates"
@@ -235,29 +237,31 @@ def test_generated_project_is_ruff_clean(baked, template: str, combo: dict) -> N
 
 @each_bake
 def test_generated_config_has_the_keys_and_values_the_answers_give(baked, template: str, combo: dict) -> None:
+    """config.yaml holds every run key whatever the answers, at its default: the backend's family alone (a TPU's
+    replicas) and the template's evaluation (its keys) shape it; the README's command gives the processes."""
     project = baked(template, **combo)
     config = yaml.safe_load((project / "config.yaml").read_text())
     assert config["dataset"] == DATASETS[template]
-    assert config["backend"] == (None if resolved_launcher(combo) == "none" else combo["backend"])
-    assert config["output_dir"] == "./logs"
+    tpu = combo["backend"] == "xla-tpu"
+    assert config["backend"] == ("xla-tpu" if tpu else None) and config["output_dir"] == "./logs"
+    assert config["nproc_per_node"] == (8 if tpu else 1), "the TPU's 8 replicas; the command spawns the others"
     evaluates = bool(template_context(template)["_eval_metric"])
-    integers = ["batch_size", "num_workers", "max_epochs", "log_every_iters"]
+    integers = ["batch_size", "num_workers", "max_epochs", "log_every_iters", "n_saved", "save_every_iters"]
     for key in integers + ["eval_batch_size"] * evaluates:
         assert isinstance(config[key], int), f"config.yaml: {key} must be an integer"
-    for key in ["train_epoch_length", "resume_from"] + ["eval_epoch_length"] * evaluates:
+    behaviours = {"mixed_precision": None, "compile": False, "deterministic": False, "limit_sec": None}
+    behaviours |= {"terminate_on_nan": True, "timer": False, "save_training": True, "filename_prefix": "training"}
+    evaluation = {"eval_epoch_length": None, "ema_momentum": None, "patience": None, "save_best_model": True}
+    evaluation["score"] = template_context(template)["_eval_metric"]
+    assert {key: config[key] for key in behaviours} == behaviours, "each behaviour a key, off where it costs"
+    assert {key: config.get(key, "-") for key in evaluation} == (evaluation if evaluates else dict.fromkeys(evaluation, "-"))
+    for key in ["train_epoch_length", "resume_from"]:
         assert key in config, f"config.yaml lacks {key}"
-    # Early stopping needs an eval metric: a template without one neither asks nor configures it.
-    assert ("patience" in config) == (int(combo.get("patience", 0)) > 0)
-    assert ("limit_sec" in config) == (int(combo["limit_sec"]) > 0)
-    assert config.get("compile", False) == combo["compile"], "compile: the key exactly when asked, true"
-    assert ("ema_momentum" in config) == bool(combo.get("ema")), "ema_momentum exactly when the average is asked for"
-    ema = project / "machinery" / "training" / "ema.py"
-    assert ema.is_file() == bool(combo.get("ema")), "machinery/training/ema.py exactly when the average is asked for"
+    for module in ("evaluation.py", "ema.py"):
+        assert (project / "machinery" / "training" / module).is_file() == evaluates, f"{module}: a template's evaluation"
     if template == "text-classification":
         for key in ("model", "max_length", "dropout", "classifier_hidden", "weight_decay", "warmup_ratio"):
             assert key in config, f"config.yaml lacks {key}"
-    if combo["backend"] == "xla-tpu":
-        assert config["nproc_per_node"] == 8, "the TPU rule: 8 replicas"
 
 
 WITH_TESTS = [(template, combo) for template, combo in BAKES if combo["include_test"]]
@@ -282,6 +286,7 @@ def test_generated_requirements_install_what_the_project_imports(baked, template
         assert (f"\n{tracker}>=" in requirements) == (combo["logger"] == tracker), f"{tracker} in requirements.txt"
     assert ("fire" in requirements) == (combo["argparser"] == "fire")
     assert ("hydra-core" in requirements) == (combo["argparser"] == "hydra")
+    assert "\npydantic>=" in requirements and "\nnumpy\n" in requirements, "the config's check, the seeded batches"
     exporting = (project / "requirements-export.txt").read_text()
     for package in EXPORT_ONLY.values():
         assert f"\n{package}>=" in exporting and package not in requirements, f"{package}: export.py's alone"
@@ -311,7 +316,7 @@ def test_torch_xla_appears_in_tpu_projects_only(baked, template: str, combo: dic
     assert "## Training on a TPU" not in readme
     for path in project_files(project):
         if path.suffix == ".py":
-            assert "torch_xla" not in path.read_text(), f"{path.name} imports torch_xla in a non-TPU project"
+            assert "torch_xla" not in imported_modules(path), f"{path.name} imports torch_xla in a non-TPU project"
 
 
 @each_bake
@@ -322,7 +327,7 @@ def test_generated_readme_has_the_sections_the_answers_ask_for(baked, template: 
     assert ("tensorboard --logdir" in readme) == (combo["logger"] == "tensorboard")
     assert ("mlflow ui --backend-store-uri" in readme) == (combo["logger"] == "mlflow")
     if resolved_launcher(combo) == "torchrun":
-        assert f"torchrun --nnodes={combo['nnodes']}" in readme or "torchrun --nproc_per_node=2" in readme
+        assert "torchrun --nproc_per_node=2 main.py" in readme and "torchrun --nnodes=2 --node_rank=0" in readme
     assert ("## Train on a Slurm cluster" in readme) == (combo["scheduler"] == "slurm")
 
 
@@ -341,10 +346,12 @@ def test_slurm_job_script_is_bash_that_asks_slurm_for_what_the_answers_give(bake
     first_command = next(i for i, line in enumerate(lines) if line and not line.startswith("#"))
     options = [line.split()[1] for line in lines[:first_command] if line.startswith("#SBATCH ")]
     assert not [line for line in lines[first_command:] if line.startswith("#SBATCH")], "sbatch ignores these"
-    gpus = [f"--gpus-per-node={combo['nproc_per_node']}"] if combo["backend"] == "nccl" else []
-    expected = [f"--nodes={combo['nnodes']}", "--ntasks-per-node=1", *gpus, "--signal=B:TERM@120", "--requeue"]
+    gpus = ["--gpus-per-node=2"] if combo["backend"] == "nccl" else []
+    expected = ["--nodes=1", "--ntasks-per-node=1", *gpus, "--signal=B:TERM@120", "--requeue"]
     assert [option for option in expected if option not in options] == [], options
-    assert ("scontrol requeue" in script.read_text()) == combo["save_training"], "requeued only when it can continue"
+    assert "scontrol requeue" in script.read_text() and "save_training: *false" in script.read_text(), (
+        "requeued when the run can continue: save_training, read from config.yaml"
+    )
 
 
 @pytest.mark.parametrize("template", TEMPLATES)

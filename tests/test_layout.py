@@ -91,6 +91,41 @@ def test_whole_shared_files_are_linked_not_copied(template: str) -> None:
             assert path.is_symlink() and path.resolve() == shared, f"{path} must be a symlink to {shared}"
 
 
+# What a template never has: the image files' module where the data are texts, the sweep where nothing ranks trials.
+NOT_LINKED = {"text-classification": ("data/files.py",), "gan": ("sweeps/*.py",)}
+
+
+@pytest.mark.parametrize("template", TEMPLATES)
+def test_every_machinery_module_is_linked_at_its_place_in_every_template(template: str) -> None:
+    """One machinery for every template: each file of common/machinery/ is a symlink at the same place in the project
+    tree (in real folders: cookiecutter renders a symlinked folder empty); the hook removes what the answers leave."""
+    shared = COMMON / "machinery"
+    tree = REPO / template / "{{cookiecutter.__project_dir}}" / "machinery"
+    never = {path for pattern in NOT_LINKED.get(template, ()) for path in shared.glob(pattern)}
+    expected = sorted(path.relative_to(shared) for path in shared.rglob("*.py") if path not in never)
+    linked = sorted(path.relative_to(tree) for path in tree.rglob("*.py"))
+    assert linked == expected, f"{template}: machinery/ lacks {sorted(set(expected) - set(linked))}"
+    for relative in linked:
+        path = tree / relative
+        assert path.is_symlink() and path.resolve() == shared / relative, f"{path} must link {shared / relative}"
+    assert not [path for path in tree.rglob("*") if path.is_dir() and path.is_symlink()], "folders are real folders"
+
+
+# What the answers may still write into the machinery: a few one-line hooks where the trainer is set up (fit.py) and
+# the map's lines for optional modules (__init__.py); everything else is switched by config keys at run time.
+MACHINERY_CONDITIONALS = {"training/fit.py": 4, "__init__.py": 5}
+
+
+def test_the_machinery_holds_no_answer_but_a_few_hooks() -> None:
+    shared = COMMON / "machinery"
+    found = {
+        path.relative_to(shared).as_posix(): count
+        for path in shared.rglob("*.py")
+        if (count := len(re.findall(r"{%-?\s*if\b", path.read_text())))
+    }
+    assert found == MACHINERY_CONDITIONALS, f"{{% if %}} in common/machinery/ (a behaviour is a config key): {found}"
+
+
 @pytest.mark.parametrize("template", TEMPLATES)
 def test_notebook_cells_are_linked_file_by_file_into_a_real_folder(template: str) -> None:
     """The notebook's Python cells (common/notebook/) reach each project tree as `.notebook/`, which the
@@ -105,9 +140,9 @@ def test_notebook_cells_are_linked_file_by_file_into_a_real_folder(template: str
         assert path.is_symlink() and path.resolve() == target, f"{path} must be a symlink to {target}"
 
 
-# Questions about the eval metric (best models, early stopping): only a template with an eval metric
-# (`_eval_metric`, read by flags.j2) asks them. A GAN has none: its losses do not rank its samples.
-EVAL_METRIC_QUESTIONS = {"save_best_model", "patience", "ema", "sweep"}
+# Questions about the eval metric: only a template with an eval metric (`_eval_metric`, read by flags.j2) asks them
+# (a sweep ranks trials by it). A GAN has none: its losses do not rank its samples.
+EVAL_METRIC_QUESTIONS = {"sweep"}
 
 
 @pytest.mark.parametrize("template", TEMPLATES)

@@ -1,34 +1,32 @@
-"""Mixed precision (the question and the config key ``mixed_precision``: float16, bfloat16 or null): the autocast
-and the gradient scaler ``machinery.backend.Backend`` picks for it, and the values a run refuses.
+"""Mixed precision (the config key ``mixed_precision``: float16, bfloat16 or null): the autocast and the gradient scaler
+``machinery.backend.Backend`` picks for it, in every project, switched at run time.
 
 No GPU here: bfloat16 autocasts on the CPU for real; float16's CUDA path is checked as far as a CPU takes it (the
-run falls back to full precision and says so, its scaler off but kept in the training state). The real runs
-with each value are in tests/test_training_runs.py, tests/test_gan_runs.py and tests/test_preemption.py.
+run falls back to full precision and says so, its scaler off but kept in the training state). The values a run
+refuses are tests/test_config_keys.py's; the real runs with each value are in tests/test_preemption.py and
+tests/test_gan_runs.py.
 """
 
 import logging
 from pathlib import Path
 
 import pytest
-import yaml
-from projects import load_module, make_offline
+from projects import load_module
 
 FALLBACK = "mixed_precision: float16 autocasts on CUDA GPUs only; this run trains on the cpu in full precision"
 
 
 def backend_for(project: Path, precision: str | None):
-    """The project's Backend for ``mixed_precision: precision`` in this process (its device: the CPU)."""
+    """The project's backend for ``mixed_precision: precision`` in this process (its device: the CPU)."""
     config = load_module(project / "config.py").Config(mixed_precision=precision)
-    return load_module(project / "machinery" / "backend.py").Backend(config)
+    return load_module(project / "machinery" / "backend.py").setup_backend(config)
 
 
-@pytest.mark.parametrize("answer", ["float16", "bfloat16"])
-def test_the_backend_autocasts_and_scales_as_mixed_precision_says(bake, caplog, answer: str) -> None:
+def test_the_backend_autocasts_and_scales_as_mixed_precision_says(baked, caplog: pytest.LogCaptureFixture) -> None:
     import torch
 
-    project = bake(launcher="none", backend="gloo", mixed_precision=answer)
-    assert yaml.safe_load((project / "config.yaml").read_text())["mixed_precision"] == answer
-    assert load_module(project / "config.py").Config().mixed_precision == answer
+    project = baked()  # the default answers: the key is null there, and any project takes every value
+    assert load_module(project / "config.py").Config().mixed_precision is None
 
     def computes_in(backend) -> torch.dtype:
         with backend.autocast():
@@ -59,36 +57,3 @@ def test_the_backend_autocasts_and_scales_as_mixed_precision_says(bake, caplog, 
     float16.optimizer_step(optimizer)
     float16.update()
     assert torch.equal(weight.detach(), torch.zeros(2))
-
-
-@pytest.mark.parametrize(
-    ("answers", "allowed"),
-    [
-        ({"backend": "gloo", "mixed_precision": "float16"}, "'float16' or 'bfloat16' or None"),
-        ({"backend": "xla-tpu", "mixed_precision": "bfloat16"}, "'bfloat16' or None"),
-    ],
-    ids=["gpu", "tpu"],
-)
-def test_a_mixed_precision_the_project_cannot_run_is_refused_naming_the_key_and_what_is_allowed(
-    bake, answers: dict, allowed: str
-) -> None:
-    """Typed like every key (a Literal of its values, or null): a TPU project takes bfloat16 or null only."""
-    project = bake(launcher="none" if answers["backend"] == "gloo" else "auto", **answers)
-    make_offline(project)
-    settings = load_module(project / "machinery" / "settings.py")
-    config_class = load_module(project / "config.py").Config
-    path = project / "config.yaml"
-    wrong = ["float32", True, "float16"] if answers["backend"] == "xla-tpu" else ["float32", True, "fp16"]
-    for value in wrong:
-        with pytest.raises(SystemExit, match=f"mixed_precision: {value!r} is not {allowed}$"):
-            settings.load_config(path, config_class, mixed_precision=value)
-    for value in [None, answers["mixed_precision"]]:
-        assert settings.load_config(path, config_class, mixed_precision=value).mixed_precision == value
-
-
-def test_without_mixed_precision_there_is_no_key_and_no_autocast(bake) -> None:
-    """The default (no): the config has no mixed_precision key, and the backend no autocast or scaler."""
-    project = bake(launcher="none")
-    assert "mixed_precision" not in yaml.safe_load((project / "config.yaml").read_text())
-    backend = (project / "machinery" / "backend.py").read_text()
-    assert "autocast(" not in backend.replace("def autocast(", "") and "GradScaler" not in backend

@@ -33,7 +33,7 @@ def test_check_names_the_file_that_differs_and_writing_mends_it(tmp_path: Path, 
         shutil.copy(REPO / template / "cookiecutter.json", tmp_path / template)
     assert questions.main(["--check"], repo=tmp_path) == 0
     edited = tmp_path / "gan" / "cookiecutter.json"
-    edited.write_text(edited.read_text().replace('"n_saved": "2"', '"n_saved": "3"'))
+    edited.write_text(edited.read_text().replace('"include_test": true', '"include_test": false'))
     assert questions.main(["--check"], repo=tmp_path) == 1
     assert capsys.readouterr().err == f"gan/cookiecutter.json differs from common/questions.yaml: {RUN}\n"
     assert questions.main([], repo=tmp_path) == 0 and questions.main(["--check"], repo=tmp_path) == 0
@@ -52,17 +52,17 @@ def test_a_question_is_written_to_every_template_once_with_its_own_wording() -> 
     with a prompt; a template's own value, wording or skip applies to it alone."""
     source = questions.load()
     keys = list(source["keys"].items())
-    at = [name for name, _ in keys].index("mixed_precision") + 1
+    at = [name for name, _ in keys].index("logger") + 1
     source["keys"] = dict(keys[:at] + [("wrap_model", {"default": False, "prompt": "Wrap the model?"})] + keys[at:])
-    source["templates"]["gan"]["prompts"]["wrap_model"] = "Wrap both networks?"
+    source["templates"]["gan"].setdefault("prompts", {})["wrap_model"] = "Wrap both networks?"
     for template in TEMPLATES:
         context = questions.context(template, source)
         names = list(context)
-        assert names[names.index("mixed_precision") + 1] == "wrap_model" and context["wrap_model"] is False
+        assert names[names.index("logger") + 1] == "wrap_model" and context["wrap_model"] is False
         wording = "Wrap both networks?" if template == "gan" else "Wrap the model?"
         assert context["__prompts__"]["wrap_model"] == wording
         assert json.loads(questions.dumps(context)) == context, "the text is the data"
-    assert "patience" not in questions.context("gan", source), "skipped by the gan template"
+    assert "sweep" not in questions.context("gan", source), "skipped by the gan template"
 
 
 @pytest.mark.parametrize(

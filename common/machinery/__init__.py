@@ -6,8 +6,10 @@ of config.yaml, read by the module of its concern.
 
 The map, one concern a module or a folder, with the names your files import:
 
-- ``settings.py``: ``RunSettings``, the run's keys of config.yaml (config.py's ``Config`` adds yours), and the
-  config read and checked (``load_config``, ``load_run_settings``).
+- ``settings.py``: ``RunSettings``, the run's keys of config.yaml (config.py's ``Config`` adds yours), their kinds
+  and the rules between them.
+- ``config_files.py``: the config read and checked (``load_config``, ``load_run_settings``).
+- ``upgrade.py``: a config carried across a template update (``python -m machinery.upgrade``).
 - ``cli.py``: the command line, {{ cookiecutter.argparser }}'s (``cli``): config.yaml, any key set for a command.
 - ``launch.py``: the training processes (one, several spawned or torchrun's, a TPU's replicas).
 - ``backend.py``: ``setup_backend``, the one seam between your code and the devices (``prepare``, then the training

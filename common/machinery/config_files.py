@@ -89,7 +89,9 @@ def checked_config(values: dict[str, Any], source: str, config_class: type[Setti
     try:
         return config_class(**values)
     except ValidationError as error:
-        said_all = "; ".join(said(problem, config_class) for problem in error.errors())
+        place = {key: index for index, key in enumerate(keys)}  # config.yaml's order; the rules between keys last
+        problems = sorted(error.errors(), key=lambda problem: place.get(next(iter(problem["loc"]), ""), len(place)))
+        said_all = "; ".join(said(problem, config_class) for problem in problems)
         raise SystemExit(f"{source} has values that are not allowed: {said_all}") from None
 
 
