@@ -99,7 +99,8 @@ QUICK_MODELS = {"resnet18": "shufflenet_v2_x0_5", "deeplabv3_resnet50": "deeplab
 
 def make_offline(project: Path, light: bool = True, **overrides) -> dict:
     """Edit the project's config.yaml as a user would for a quick offline run, on a light model of the same kind
-    as the default one (``light``: see QUICK_MODELS); return the config."""
+    as the default one (``light``: see QUICK_MODELS), on a port of its own (``master_port``: the spawned processes'
+    rendezvous, and torchrun's through readme_train_command); return the config."""
     path = project / "config.yaml"
     config = yaml.safe_load(path.read_text())
     unknown = set(overrides) - set(config)
@@ -107,6 +108,8 @@ def make_offline(project: Path, light: bool = True, **overrides) -> dict:
     config.update({key: value for key, value in OFFLINE.items() if key in config})
     if light and config.get("model") in QUICK_MODELS:
         config["model"] = QUICK_MODELS[config["model"]]
+    if "master_port" in config:  # a TPU project's replicas have none
+        config["master_port"] = int(free_port())
     config.update(overrides)
     path.write_text(yaml.safe_dump(config, sort_keys=False))
     return config
@@ -191,7 +194,9 @@ def readme_train_command(
 ) -> tuple[list[str], dict[str, str]]:
     """The training command exactly as the project's README gives it, bound to the given Python.
 
-    Returns the argv and the environment variables the command sets (``PJRT_DEVICE=TPU python ...``).
+    Returns the argv and the environment variables the command sets (``PJRT_DEVICE=TPU python ...``), and, for
+    torchrun, the port of config.yaml's ``master_port`` (make_offline gives each project its own) as torchrun's
+    ``PET_MASTER_PORT``, which its ``--master_port`` defaults to: tests side by side never meet on 29500.
     ``heading`` picks another section's command, e.g. the offline run under ``## Experiment tracking``.
     """
     command = readme_block(project, heading)
@@ -203,7 +208,8 @@ def readme_train_command(
     if argv[0] == "python":
         return [python, *argv[1:]], env
     if argv[0] == "torchrun":
-        return [python, "-m", "torch.distributed.run", *argv[1:]], env
+        port = yaml.safe_load((project / "config.yaml").read_text()).get("master_port")
+        return [python, "-m", "torch.distributed.run", *argv[1:]], {**env, "PET_MASTER_PORT": str(port)}
     raise AssertionError(f"unexpected training command in README: {command}")
 
 

@@ -112,7 +112,7 @@ EXAMPLES = [
     ),
     Example("## Train", "bash", r"^PJRT_DEVICE=TPU ", ("tests/test_xla_runs.py::tpu_run",)),
     Example(
-        "## Train", "bash", r"--nnodes=2", ("tests/test_commands.py::test_two_node_readme_command_trains_as_one_world",)
+        "## Train", "bash", r"nnodes[= ]2", ("tests/test_commands.py::test_two_node_readme_command_trains_as_one_world",)
     ),
     Example(
         "## Train",
@@ -127,6 +127,14 @@ EXAMPLES = [
         "bash",
         TRAIN_COMMAND,
         ("tests/test_commands.py::test_nccl_advice_and_override_example_train_as_printed",),
+    ),
+    Example(
+        "## Configuration",
+        "yaml",
+        r"^mixed_precision: ",
+        (
+            "tests/test_preemption.py::test_every_behaviour_switched_on_trains_and_a_run_stopped_three_times_ends_bit_identical",
+        ),
     ),
     Example("## Train on your data", "text", r"", YOUR_DATA),
     Example(

@@ -33,6 +33,7 @@ from projects import (
     run_status,
     spawned_by_spawned,
 )
+from readme_examples import example, settings
 
 pytestmark = pytest.mark.slow  # they train, stop and continue generated projects: not in the quick lane
 
@@ -45,7 +46,7 @@ def train(
     probe: str = "",
     python: str = PYTHON,
     timeout: int = 300,
-    master_port: int | None = None,
+    master_port: str | None = None,
     env: dict[str, str] | None = None,
 ) -> subprocess.CompletedProcess:
     """Run the README's training command in ``project``, with the stop probe set to ``probe`` (and torchrun's
@@ -53,8 +54,8 @@ def train(
     probes = env or {}
     argv, env = readme_train_command(project, python)
     if master_port is not None:
-        assert any(arg.startswith("--master_port=") for arg in argv), f"no port in the README's command {argv}"
-        argv = [f"--master_port={master_port}" if arg.startswith("--master_port=") else arg for arg in argv]
+        assert "PET_MASTER_PORT" in env, f"not a torchrun command: {argv}"
+        env["PET_MASTER_PORT"] = master_port
     if python == XLA_PYTHON:
         env.update(XLA_CPU)
     env = {**os.environ, **env, **probes, "PYTHONPATH": str(PROBE), "STOP_PROBE": probe, "PYTHONUNBUFFERED": "1"}
@@ -78,17 +79,13 @@ def outcome(proc: subprocess.CompletedProcess) -> str:
     return f"exit code {proc.returncode}\n--- stdout ---\n{proc.stdout[-3000:]}\n--- stderr ---\n{proc.stderr[-5000:]}"
 
 
-# Every answer that keeps state across iterations or epochs is on, since each keeps its own: early stopping
-# (patience 5: it counts, and never stops these 3 epochs), the best models (the default), gradients added up
-# over 3 batches (the stops at iterations 2 and 4 land between two optimizer steps, with gradients to keep);
-# the GAN keeps its loss history. On make_offline's light models (what stops and continues is the same for any
-# model; segmentation's keeps an auxiliary head, whose loss and state cross the stops too).
-# The average of the weights (ema) too, where a template evaluates: it is state of its own, in every checkpoint.
-STATEFUL_ANSWERS = {t: {"patience": "5", "save_best_model": True, "ema": True} for t in SUPERVISED} | {"gan": {}}
-STATEFUL_CONFIG = {template: {"accumulation_steps": 3} for template in SUPERVISED} | {"gan": {}}
-# Mixed precision where it is cheap: vision's bfloat16 autocasts on the CPU (no gradient scaler); the GAN's float16
-# trains there in full precision, its scaler off but kept in every training checkpoint, and restored.
-PRECISION = {"vision-classification": "bfloat16", "gan": "float16"}
+# Every key that keeps state across iterations or epochs is on, since each keeps its own: early stopping
+# (patience: it counts, and never stops these 3 epochs), the best models (the default), the average of the weights
+# (ema_momentum, where a template evaluates: state of its own, in every checkpoint), gradients added up over 3
+# batches (the stops at iterations 2 and 4 land between two optimizer steps, with gradients to keep); the GAN keeps
+# its loss history. On make_offline's light models (what stops and continues is the same for any model;
+# segmentation's keeps an auxiliary head, whose loss and state cross the stops too).
+STATEFUL = {t: {"patience": 5, "ema_momentum": 0.5, "accumulation_steps": 3} for t in SUPERVISED} | {"gan": {}}
 
 
 def default_workers(project: Path) -> dict[str, int]:
@@ -99,6 +96,18 @@ def default_workers(project: Path) -> dict[str, int]:
     return {"num_workers": workers}
 
 
+# What the every-behaviour test changes in a template's README block, where the block's value costs minutes here: the
+# GAN's tiny networks compile in seconds, a torchvision model in about 3 minutes on these 2 cores (a cold inductor
+# cache, as CI's; once per command); segmentation in full precision (these CPUs emulate bfloat16: FCN took 113 s,
+# 13 s in float32). The GAN's float16 is the key's other value, which trains in full precision on a CPU, its scaler
+# kept.
+CHEAPER = {
+    "vision-classification": {"compile": False},
+    "vision-segmentation": {"compile": False, "mixed_precision": None},
+    "gan": {"mixed_precision": "float16"},
+}
+
+
 # The templates whose state crosses these three stops by code of their own: vision and segmentation (their loaders'
 # random transforms, their evaluations; segmentation's auxiliary head), the GAN (two networks, no evaluation). Text's
 # state is the classifiers' (vision's here); its own run stopped and continued bit-identical is its launcher test's
@@ -107,27 +116,41 @@ THREE_STOPS = [template for template in TEMPLATES if template != "text-classific
 
 
 @pytest.mark.parametrize("template", THREE_STOPS)
-def test_a_run_stopped_three_times_and_continued_ends_bit_identical_to_an_uninterrupted_one(
+def test_every_behaviour_switched_on_trains_and_a_run_stopped_three_times_ends_bit_identical(
     bake, tmp_path: Path, template: str
 ) -> None:
-    precision = PRECISION.get(template, "no")
-    answers = {**STATEFUL_ANSWERS[template], "mixed_precision": precision}
-    project = bake(template, launcher="none", deterministic=True, save_training=True, **answers)
+    """The README's "every one switched on" config (its Configuration block: mixed precision, torch.compile,
+    deterministic, the average of the weights, early stopping, the time limit, the timer, both checkpoint kinds with
+    their counts and interval) set in config.yaml of a default project, smaller: a run stopped three times (during
+    an iteration, at an epoch's end, while a checkpoint is written) and continued ends bit for bit as one never
+    stopped, with the same checkpoints. The GAN's float16 trains in full precision on the CPU, its scaler off but
+    kept in every training checkpoint, and restored. Each command compiles anew (a kernel per shape, in whatever
+    order they come), logs its first iteration's time, and the checkpoints keep the modules' own names."""
+    project = bake(template)
+    switched_on = settings(example((project / "README.md").read_text(), "## Configuration", "yaml", "^mixed_precision"))
+    assert {"compile", "deterministic", "timer", "limit_sec", "save_training", "n_saved"} <= set(switched_on)
+    switched_on |= CHEAPER.get(template, {})
     # 3 epochs of 4 iterations, a checkpoint every 3 iterations and after each epoch, every loss logged; the
     # generated num_workers.
-    own = STATEFUL_CONFIG[template] | default_workers(project)
-    make_offline(project, max_epochs=3, train_epoch_length=4, save_every_iters=3, log_every_iters=1, **own)
+    own = STATEFUL[template] | default_workers(project)
+    smaller = {"max_epochs": 3, "train_epoch_length": 4, "save_every_iters": 3, "log_every_iters": 1}
+    make_offline(project, **{**switched_on, **smaller, **own})
     uninterrupted = tmp_path / "uninterrupted"
     shutil.copytree(project, uninterrupted)
     proc = train(uninterrupted)
     assert proc.returncode == 0, outcome(proc)
     (expected_dir,) = run_dirs(uninterrupted)
 
-    # Each stop: where the signal lands, and the iteration the run stops after (its last checkpoint).
-    stops = [("iteration:2", 2), ("epoch_end:1", 4), ("save:6", 6)]
-    for probe, stopped_at in stops:
-        proc = train(project, probe)
+    # Each stop: where the signal lands, and the iteration the run stops after (its last checkpoint). The first
+    # stopped command compiles as a user's does, in inductor's pool of worker processes (one per core; the suite
+    # compiles in the training process, tests/conftest.py): its stop leaves none of them running.
+    pool = {"TORCHINDUCTOR_COMPILE_THREADS": str(min(32, len(os.sched_getaffinity(0))))}  # torch's own default
+    stops = [("iteration:2", 2, pool), ("epoch_end:1", 4, {}), ("save:6", 6, {})]
+    for probe, stopped_at, env in stops:
+        proc = train(project, probe, env=env)
         assert proc.returncode == SIGTERM_EXIT, f"SIGTERM at {probe}: the run must exit with 143\n{outcome(proc)}"
+        left = left_in(project)
+        assert not left, "processes left running after the stopped command:\n" + "\n".join(left)
         (run_dir,) = run_dirs(project)  # every rerun continues the same run, in its directory
         assert run_status(run_dir) == {
             "status": "stopped",
@@ -149,14 +172,19 @@ def test_a_run_stopped_three_times_and_continued_ends_bit_identical_to_an_uninte
     log = read_log(run_dir)
     assert log["iterations"] == list(range(1, 13)), "every iteration is trained exactly once across the four runs"
     assert log["text"].count("Continuing the run in") == 3, log["text"]
+    compiled = 4 if switched_on["compile"] else 0
+    assert log["text"].count("torch.compile compiled the model in it") == compiled, "each command logs its compile time"
+    assert log["text"].count("s per iteration") == 3, "the timer's line at each of the 3 epochs' ends"
     if template != "gan":
         assert len(log["evals"]) == 3, "one evaluation per epoch: the one the stop landed in is not repeated"
         assert log["evals"] == read_log(expected_dir)["evals"], "the continued run evaluates as the uninterrupted one"
     final = load_checkpoint(run_dir / "training_checkpoint_12.pt", deterministic=True)
     expected = load_checkpoint(expected_dir / "training_checkpoint_12.pt", deterministic=True)
     assert not differences(final, expected), f"continued != uninterrupted: {differences(final, expected)[:10]}"
-    assert ("scaler" in final) == (precision == "float16"), "a gradient scaler is float16's only"
-    ema = STATEFUL_ANSWERS[template].get("ema", False)
+    assert ("scaler" in final) == (template == "gan"), "a gradient scaler is float16's only"
+    names = [name for key, value in final.items() if key in ("model", "generator", "discriminator") for name in value]
+    assert names and not [name for name in names if "_orig_mod" in name], "the modules' own names"
+    ema = "ema_momentum" in switched_on
     assert ("ema_model" in final) == ema, "the average of the weights is in every checkpoint of a run that keeps one"
     if ema:  # predict.py and export.py take the average from a training checkpoint, as the best models hold it
         trained = load_module(project / "machinery" / "inference" / "trained.py")
@@ -164,40 +192,10 @@ def test_a_run_stopped_three_times_and_continued_ends_bit_identical_to_an_uninte
         _, weights = trained.load_trained(run_dir / "training_checkpoint_12.pt", config_class)
         assert not differences(weights, final["ema_model"]), "load_trained must give the average's weights"
     assert sorted(p.name for p in run_dir.glob("*.pt")) == sorted(p.name for p in expected_dir.glob("*.pt"))
+    kept = sorted(p.name for p in run_dir.glob("training_checkpoint_*.pt"))
+    assert len(kept) == switched_on["n_saved"], f"n_saved: {switched_on['n_saved']} training checkpoints kept: {kept}"
     # That the same command once more trains nothing is machinery/launch.py's, shared by every template:
     # test_the_same_command_continues_its_own_run_only.
-
-
-def test_a_compiled_run_stopped_and_continued_ends_bit_identical_and_keeps_the_modules_own_names(
-    bake, tmp_path: Path
-) -> None:
-    """torch.compile (compile: the CPU's inductor): the GAN's two networks compiled, a stop mid-epoch, the same
-    command continues; deterministic, it ends bit for bit as a run never stopped (each command compiles anew: a
-    kernel per shape, whatever order the shapes come in). Each command logs its first iteration's time, and the
-    checkpoints hold the networks' own names (no "_orig_mod."), which predict.py and export.py load."""
-    project = bake("gan", launcher="none", deterministic=True, save_training=True, compile=True)
-    make_offline(project, max_epochs=1, train_epoch_length=4, save_every_iters=2, log_every_iters=1)
-    uninterrupted = shutil.copytree(project, tmp_path / "uninterrupted")
-    proc = train(uninterrupted)
-    assert proc.returncode == 0, outcome(proc)
-    # The stopped command compiles as a user's does, in inductor's pool of worker processes (one per core; the suite
-    # compiles in the training process, tests/conftest.py): its stop leaves none of them running.
-    pool = {"TORCHINDUCTOR_COMPILE_THREADS": str(min(32, len(os.sched_getaffinity(0))))}  # torch's own default
-    proc = train(project, "iteration:3", env=pool)
-    assert proc.returncode == SIGTERM_EXIT, outcome(proc)
-    left = left_in(project)
-    assert not left, "processes left running after the stopped command:\n" + "\n".join(left)
-    proc = train(project)
-    assert proc.returncode == 0, outcome(proc)
-    (run_dir,) = run_dirs(project)
-    log = read_log(run_dir)
-    assert log["iterations"] == [1, 2, 3, 4] and log["text"].count("Continuing the run in") == 1, log["text"]
-    assert log["text"].count("torch.compile compiled the model in it") == 2, "each command logs its compile time"
-    final = load_checkpoint(run_dir / "training_checkpoint_4.pt", deterministic=True)
-    expected = load_checkpoint(run_dirs(uninterrupted)[0] / "training_checkpoint_4.pt", deterministic=True)
-    assert not differences(final, expected), f"continued != uninterrupted: {differences(final, expected)[:10]}"
-    names = [name for network in ("generator", "discriminator") for name in final[network]]
-    assert names and not [name for name in names if "_orig_mod" in name], "the networks' own names"
 
 
 def described(pids: list[int]) -> list[str]:
@@ -253,14 +251,13 @@ def test_sigterm_to_the_launcher_stops_both_processes_at_one_iteration_and_the_r
     after the same iteration, with one stop checkpoint, by rank 0, and leaves no process behind; the same command
     continues to the uninterrupted run's end, bit for bit."""
     launcher = LAUNCHER_OF[template]
-    two = {"launcher": launcher, "backend": "gloo", "nproc_per_node": "2", "master_port": free_port()}
-    project = bake(template, deterministic=True, save_training=True, **two, **STATEFUL_ANSWERS[template])
-    # 2 epochs of 4 iterations, a checkpoint every 3 and after each epoch; the processes agree on stopping
-    # where they log (every iteration).
-    own = STATEFUL_CONFIG[template] | default_workers(project)
+    project = bake(template, launcher=launcher, backend="gloo")
+    # 2 processes, 2 epochs of 4 iterations, a checkpoint every 3 and after each epoch; the processes agree on
+    # stopping where they log (every iteration).
+    own = STATEFUL[template] | default_workers(project) | {"deterministic": True}
     make_offline(project, max_epochs=2, train_epoch_length=4, save_every_iters=3, log_every_iters=1, **own)
     uninterrupted = shutil.copytree(project, tmp_path / "uninterrupted")
-    proc = train(uninterrupted, master_port=free_port() if launcher == "torchrun" else None)
+    proc = train(uninterrupted)
     assert proc.returncode == 0, outcome(proc)
     (expected_dir,) = run_dirs(uninterrupted)
     expected = load_checkpoint(expected_dir / "training_checkpoint_8.pt", deterministic=True)
@@ -296,7 +293,7 @@ def test_sigterm_to_the_launcher_stops_both_processes_at_one_iteration_and_the_r
 
 
 def test_kill_9_while_writing_a_checkpoint_continues_from_the_newest_complete_one(bake) -> None:
-    project = bake("vision-classification", launcher="none")
+    project = bake("vision-classification")
     make_offline(project, max_epochs=3, train_epoch_length=4, save_every_iters=3)
     proc = train(project, "save:6:KILL")  # SIGKILL with half of checkpoint 6 written
     assert proc.returncode == -signal.SIGKILL, outcome(proc)
@@ -320,7 +317,7 @@ def test_kill_9_while_writing_a_checkpoint_continues_from_the_newest_complete_on
 
 
 def test_the_same_command_continues_its_own_run_only(bake) -> None:
-    project = bake("gan", launcher="none")
+    project = bake("gan")
     make_offline(project, max_epochs=1, train_epoch_length=3)
     for _ in range(2):
         proc = train(project)
@@ -363,7 +360,7 @@ except KeyboardInterrupt as aborted:
 
 
 def test_the_first_stop_signal_asks_for_a_clean_stop_and_a_second_one_aborts(bake) -> None:
-    project = bake("vision-classification", launcher="none")
+    project = bake("vision-classification")
     proc = subprocess.run([PYTHON, "-c", SIGNALS], cwd=project, capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, outcome(proc)
     assert proc.stdout.strip() == "aborted: a second stop signal (SIGINT): aborted", proc.stdout
@@ -378,10 +375,10 @@ def test_a_tpu_run_stopped_with_nothing_unsaved_ends_at_once_and_a_continued_one
     deterministic, ends bit-identical to a run never stopped: the loader workers (the generated num_workers) read
     the batches, with their random crops and flips, beside the training step, in the device loader's thread. The
     workers, spawned (a TPU process does not fork), start once per loader, not at each pass and evaluation."""
-    project = bake("vision-classification", backend="xla-tpu", deterministic=True)
+    project = bake("vision-classification", backend="xla-tpu")
     light = XLA_LIGHT_MODELS["vision-classification"]
     workers = default_workers(project)
-    make_offline(project, max_epochs=3, train_epoch_length=4, **light, **workers)
+    make_offline(project, max_epochs=3, train_epoch_length=4, deterministic=True, **light, **workers)
     uninterrupted = shutil.copytree(project, tmp_path / "uninterrupted")
     starts = tmp_path / "starts"
     starts.mkdir()
@@ -511,10 +508,9 @@ def test_a_second_command_on_a_training_run_stops_at_once_and_a_full_disk_stops_
     (rank 0's, mid-run) does not fit, the run ends as stopped, naming the file and the space, though the other
     process then fails too (its peer gone from the next all-reduce); it keeps its checkpoint, and the same
     command continues it once there is space."""
-    two_processes = {"launcher": "torchrun", "backend": "gloo", "nproc_per_node": "2", "master_port": free_port()}
-    project = bake(save_best_model=False, **two_processes)
-    # 3 epochs of 3 iterations, a checkpoint after each.
-    make_offline(project, output_dir=str(small_disk), max_epochs=3)
+    project = bake(launcher="torchrun", backend="gloo")
+    # 2 processes, 3 epochs of 3 iterations, a checkpoint after each.
+    make_offline(project, output_dir=str(small_disk), max_epochs=3, save_best_model=False)
     first = start_paused(project, 5, processes=2)  # epoch 2: the checkpoint of iteration 3 is written
     with ended_after(project):
         (run_dir,) = run_dirs(project, str(small_disk))
@@ -563,11 +559,11 @@ def test_a_full_disk_at_replica_0s_checkpoint_ends_every_tpu_replica_with_the_ru
     """2 XLA replicas on the CPU (threads of one process, as in the 8-replica tests): replica 0's checkpoint does
     not fit, its run stops, naming the file; replica 1, which would wait for it in the next all-reduce for ever,
     is ended by the launcher, and the command exits 1 with replica 0's error, its checkpoint before kept."""
-    project = bake(backend="xla-tpu", save_best_model=False)
+    project = bake(backend="xla-tpu")
     # 3 epochs of 3 iterations of 2 samples a replica, a checkpoint after each; the light model of XLA CPU runs.
     replicas = {"batch_size": 4, "eval_batch_size": 4, "train_epoch_length": 3, "eval_epoch_length": 1}
     light = XLA_LIGHT_MODELS["vision-classification"]
-    make_offline(project, output_dir=str(small_disk), max_epochs=3, **light, **replicas)
+    make_offline(project, output_dir=str(small_disk), max_epochs=3, save_best_model=False, **light, **replicas)
     harness = {"XLA_CPU_REPLICAS": "2", "XLA_FLAGS": XLA_CPU["XLA_FLAGS"]}
     first = start_paused(project, 5, python=XLA_PYTHON, env=harness)  # the replicas' process, paused
     (run_dir,) = run_dirs(project, str(small_disk))
@@ -602,8 +598,8 @@ def test_after_a_kill_the_same_command_continues_past_unreadable_runs_and_a_corr
     """kill -9 leaves no hold behind. Unreadable run files (an empty config-lock.yaml, a status.yaml cut short)
     are named in the log and their runs skipped; a corrupt newest checkpoint is named and set aside, and the run
     continues from the one before; with none left, the command says so."""
-    project = bake(launcher="none", save_best_model=False)
-    make_offline(project, max_epochs=3)  # checkpoints after iterations 3 and 6, the last 2 kept
+    project = bake()
+    make_offline(project, max_epochs=3, save_best_model=False)  # checkpoints after iterations 3 and 6, the last 2 kept
     first = start_paused(project, 8)
     first.kill()
     first.wait()

@@ -41,6 +41,8 @@ README_HEADINGS = [
     "## Experiment tracking",
     "## Stop and continue",
     "### Resume from a checkpoint",
+    "## Train on a Slurm cluster",
+    "## Sweep",
     "## Tests",
     "## Pre-commit hooks",
     "## Continuous integration",
@@ -60,8 +62,8 @@ LAUNCHERS = {
     "xla-tpu": ["auto", "spawn", "auto", "spawn"],
 }
 BACKEND_CHOICES = ("nccl", "gloo", "xla-tpu")
-# The files whose text these tests read, rendered once per combination.
-FILES = ("README.md", "config.yaml", "machinery/launch.py")
+# The files whose text these tests read, rendered once per combination (and the argparser's command line).
+FILES = ("README.md", "config.yaml")
 # A template's tests read one grid of renders: they run on one worker.
 EACH_TEMPLATE = [on_one_worker(f"readme-{template}", template) for template in TEMPLATES]
 
@@ -73,10 +75,9 @@ def readme_combos(template: str) -> list[dict]:
     for index, (logger, backend, argparser) in enumerate(product):
         combo = {"logger": logger, "backend": backend, "argparser": argparser}
         combo["launcher"] = LAUNCHERS[backend][index % 4]
-        combo["nnodes"] = "2" if index % 3 == 0 else "1"
-        combo.update(include_test=index % 2 == 0, save_training=index % 5 != 0)
-        if "save_best_model" in template_context(template):
-            combo["save_best_model"] = index % 2 == 1
+        combo["include_test"] = index % 2 == 0
+        if "sweep" in template_context(template):
+            combo["sweep"] = "optuna" if index % 2 == 1 else "none"
         combos.append(valid(combo))
     return combos
 
@@ -122,9 +123,9 @@ def override_hints(text: str) -> list[list[str]]:
 def check_arguments(args: list[str], argparser: str, keys: set[str], where: str) -> None:
     """Fail unless ``args`` (what follows main.py, or an override on its own) is what the argparser accepts.
 
-    argparse: the config path, then only ``--backend`` (see ``cli`` in machinery/launch.py); fire: the config path,
-    then ``--key=value``; hydra: the config's directory and name, then ``key=value`` or ``++key=value``.
-    Every key must be a key of the project's config.yaml.
+    argparse: the config path, then ``--key value`` (see machinery/cli.py); fire: the config path, then
+    ``--key=value``; hydra: the config's directory and name, then ``key=value`` or ``++key=value``. Every key must be
+    a key of the project's config.yaml.
     """
     lead = {
         "argparse": ["config.yaml"],
@@ -137,9 +138,12 @@ def check_arguments(args: list[str], argparser: str, keys: set[str], where: str)
         args = args[1:]
     if argparser == "argparse":
         pairs = list(zip(args[::2], args[1::2], strict=False))
-        assert len(args) % 2 == 0 and all(flag == "--backend" and value in BACKEND_CHOICES for flag, value in pairs), (
-            f"{where}: {args} is not argparse syntax: the script takes only `config.yaml [--backend BACKEND]`"
+        assert len(args) % 2 == 0 and all(re.fullmatch(r"--\w+", flag) for flag, _ in pairs), (
+            f"{where}: {args} is not argparse syntax: the script takes `config.yaml [--key value ...]`"
         )
+        unknown = [flag for flag, _ in pairs if flag[2:] not in keys]
+        assert not unknown, f"{where}: {unknown} override keys config.yaml lacks"
+        assert all(value in BACKEND_CHOICES for flag, value in pairs if flag == "--backend"), f"{where}: {args}"
         return
     pattern = r"--(\w+)=\S+" if argparser == "fire" else r"(?:\+\+)?(\w+)=\S+"
     for arg in args:
@@ -151,7 +155,7 @@ def check_arguments(args: list[str], argparser: str, keys: set[str], where: str)
 def test_rendered_readme_is_the_baked_one(bake) -> None:
     """render() renders as cookiecutter does; the post-generation hook then only completes the "Generate it
     again" command, with the answers that differ from the rendered defaults."""
-    answers = valid({"logger": "wandb", "backend": "gloo", "argparser": "hydra", "launcher": "torchrun", "nnodes": "2"})
+    answers = valid({"logger": "wandb", "backend": "gloo", "argparser": "hydra", "launcher": "torchrun"})
     project = bake("gan", **answers)
     readme, defaults = render("gan", answers, "README.md", ".cookiecutter-defaults.json")
     context = generate_context(context_file=str(REPO / "gan" / "cookiecutter.json"), extra_context=answers)
@@ -163,7 +167,7 @@ def test_rendered_readme_is_the_baked_one(bake) -> None:
 @pytest.mark.parametrize("template", EACH_TEMPLATE)
 def test_readme_sections_appear_once_in_the_documented_order(template: str) -> None:
     for answers in readme_combos(template):
-        readme, _, _ = render(template, answers, *FILES)
+        readme, _ = render(template, answers, *FILES)
         found = headings(readme)
         assert found[0].startswith("# "), f"{answers}: the README starts with its title"
         found = found[1:]
@@ -186,7 +190,7 @@ def test_readme_sections_appear_once_in_the_documented_order(template: str) -> N
 @pytest.mark.parametrize("template", EACH_TEMPLATE)
 def test_readme_lists_every_run_output_under_outputs(template: str) -> None:
     for answers in readme_combos(template):
-        readme, _, _ = render(template, answers, *FILES)
+        readme, _ = render(template, answers, *FILES)
         by_heading = sections(readme)
         misplaced = {heading: run_output_items(text) for heading, text in by_heading.items() if heading != "## Outputs"}
         misplaced = {heading: items for heading, items in misplaced.items() if items}
@@ -214,9 +218,10 @@ def test_readme_lists_every_run_output_under_outputs(template: str) -> None:
 @pytest.mark.parametrize("template", EACH_TEMPLATE)
 def test_readme_commands_and_hints_use_the_projects_own_syntax(template: str) -> None:
     """Every training command, override example and backend advice of the README, and the advice
-    machinery/launch.py prints for nccl without a GPU, parse with the project's argparser and name config keys."""
+    machinery/launch.py prints for nccl without a GPU (in machinery/cli.py's syntax), parse with the project's argparser
+    and name config keys."""
     for answers in readme_combos(template):
-        readme, config, utils = render(template, answers, *FILES)
+        readme, config, cli = render(template, answers, *FILES, f"machinery/command_lines/{answers['argparser']}.py")
         keys = set(yaml.safe_load(config))
         argparser = answers["argparser"]
         found = commands(readme)
@@ -225,8 +230,8 @@ def test_readme_commands_and_hints_use_the_projects_own_syntax(template: str) ->
             check_arguments(args, argparser, keys, f"{template} {answers}: README command")
         for hint in override_hints(prose(readme)):
             check_arguments(hint, argparser, keys, f"{template} {answers}: README hint")
-        advice = re.findall(r"add `([^`]+)` at the end of the command", utils)
-        assert len(advice) == (answers["backend"] != "xla-tpu"), f"{template} {answers}: check_backend's advice"
+        (override,) = re.findall(r'^OVERRIDE = "(.+)"', cli, flags=re.MULTILINE)
+        advice = [override.format(key="backend", value="gloo")] if answers["backend"] != "xla-tpu" else []
         for hint in advice:
             check_arguments(shlex.split(hint), argparser, keys, f"{template} {answers}: check_backend's advice")
         # The README gives the same advice wherever it mentions nccl.
@@ -238,7 +243,7 @@ def test_readme_commands_and_hints_use_the_projects_own_syntax(template: str) ->
 @pytest.mark.parametrize("template", EACH_TEMPLATE)
 def test_readme_prose_has_no_broken_plurals_or_glued_code(template: str) -> None:
     for answers in readme_combos(template):
-        readme, _, _ = render(template, answers, *FILES)
+        readme, _ = render(template, answers, *FILES)
         text = prose(readme)
         assert not re.search(r"\b1 processes\b", text), f"{template} {answers}: '1 processes'"
         # A code span closed right before a letter: a newline eaten by trim_blocks after "{% endif %}".

@@ -18,7 +18,8 @@ from machinery.runs.checkpoints import newest_intact
 from machinery.runs.files import STATUS_FILE, Unusable, hold, read_run_file, release_run_dir, write_whole
 from machinery.settings import RunSettings, as_dict
 
-# Keys a continuing command may change: none alters the iterations trained. A larger max_epochs trains longer.
+# Keys a continuing command may change: none alters the iterations trained (where the spawned processes meet is the
+# machine's, not the run's). A larger max_epochs trains longer.
 MAY_CHANGE = (
     "max_epochs",
     "log_every_iters",
@@ -28,6 +29,8 @@ MAY_CHANGE = (
     "num_workers",
     "timer",
     "save_best_model",
+    "master_addr",
+    "master_port",
 )
 # The class names, in the order of the model's outputs, beside the run's models (write_classes).
 CLASSES_FILE = "classes.json"
