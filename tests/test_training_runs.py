@@ -19,7 +19,6 @@ from environments import PYTHON
 from projects import (
     LEARNING_TESTS,
     QUICK_MODELS,
-    free_port,
     make_offline,
     read_log,
     readme_block,
@@ -32,11 +31,15 @@ from tracker_checks import check_tracker_records
 
 pytestmark = pytest.mark.slow  # they train generated projects: not in the quick lane
 
-# Options chosen so that, across these runs, every runtime code path is exercised once.
+# Per argparser, its answers and config keys, chosen so that, across these runs, every runtime code path is exercised
+# once.
 SINGLE_PROCESS = {
-    "argparse": {"logger": "tensorboard", "save_best_model": True, "output_dir": "./my runs"},
-    "fire": {"deterministic": True, "mixed_precision": "bfloat16", "timer": True, "patience": "2", "limit_sec": "600"},
-    "hydra": {"save_training": False, "save_best_model": False, "terminate_on_nan": False},
+    "argparse": ({"logger": "tensorboard"}, {"save_best_model": True}),
+    "fire": (
+        {},
+        {"deterministic": True, "mixed_precision": "bfloat16", "timer": True, "patience": 2, "limit_sec": 600},
+    ),
+    "hydra": ({}, {"save_training": False, "save_best_model": False, "terminate_on_nan": False}),
 }
 
 
@@ -81,16 +84,16 @@ def check_timer(log: dict, epochs: int, timer: bool) -> None:
 
 @pytest.mark.parametrize("argparser", list(SINGLE_PROCESS))
 def test_single_process_run_trains_and_evaluates_with_the_asked_checkpoints_and_timer(bake, argparser: str) -> None:
-    options = SINGLE_PROCESS[argparser]
-    project = bake(argparser=argparser, launcher="none", **options)
+    answers, options = SINGLE_PROCESS[argparser]
+    project = bake(argparser=argparser, **answers)
     # One epoch more than the checkpoints of each kind kept (n_saved, 2 by default), and the training state
     # saved every 2 iterations too: the run must drop some of each kind.
     saving = {"save_every_iters": 2} if options.get("save_training", True) else {}
-    config = make_offline(project, max_epochs=3, **saving)
+    config = make_offline(project, max_epochs=3, **saving, **options)
     argv, env = readme_train_command(project)
     assert not env
     run_cmd(argv, cwd=project)
-    run_dir, log = check_run(project, epochs=3, output_dir=options.get("output_dir", "./logs"))
+    run_dir, log = check_run(project, epochs=3)
     checkpoints = {path.name for path in run_dir.glob("*.pt")}
     training = {name for name in checkpoints if name.startswith("training_checkpoint_")}
     if options.get("save_training", True):
@@ -110,10 +113,10 @@ def test_single_process_run_trains_and_evaluates_with_the_asked_checkpoints_and_
     for path in run_dir.glob("*.pt"):
         loaded = load_checkpoint(path, deterministic=options.get("deterministic", False))
         assert "scaler" not in loaded, f"{path.name}: only float16 has a gradient scaler"
-    if options.get("logger") == "tensorboard":
+    if answers.get("logger") == "tensorboard":
         # What TensorBoard shows: the loss, learning rate, eval metrics and config (see tracker_records.py).
-        check_tracker_records(tracker_records.tensorboard(str(project / "my runs")), run_dir, config, epochs=3)
-        assert shlex.split(readme_block(project, "## Experiment tracking")) == ["tensorboard", "--logdir", "./my runs"]
+        check_tracker_records(tracker_records.tensorboard(str(project / "logs")), run_dir, config, epochs=3)
+        assert shlex.split(readme_block(project, "## Experiment tracking")) == ["tensorboard", "--logdir", "./logs"]
 
 
 def train_to_a_stop(project) -> dict:
@@ -128,12 +131,12 @@ def train_to_a_stop(project) -> dict:
 
 
 def test_early_stopping_ends_training_after_patience_epochs_without_improvement(bake) -> None:
-    project = bake(argparser="argparse", launcher="none", patience="1", save_training=False, save_best_model=False)
+    project = bake(argparser="argparse")
     # A flat eval accuracy: a learning rate of 0 leaves the weights as they are, and squeezenet has no batch
     # norm whose running statistics (updated by every training step) would change the eval outputs. Epoch 2
     # is then no better than epoch 1 (ignite counts a score <= the best as no improvement).
     # squeezenet's pooling needs images of more than 16 pixels (OFFLINE's image_size, small for the GAN).
-    make_offline(project, model="squeezenet1_1", lr=0.0, max_epochs=5, image_size=32)
+    make_offline(project, model="squeezenet1_1", lr=0.0, max_epochs=5, image_size=32, patience=1, save_training=False)
     log = train_to_a_stop(project)
     accuracies = [line["accuracy"] for line in log["evals"]]
     assert len(accuracies) == 2 and len(set(accuracies)) == 1, f"patience 1 stops after epoch 2 of 5: {accuracies}"
@@ -145,8 +148,8 @@ def test_the_score_config_yaml_names_ranks_best_models_and_a_name_no_metric_has_
     """``score: -loss``: the best models are the epochs of lowest eval loss, named ``neg_loss=<-loss>`` (early
     stopping reads the same ``evaluation.score_of``); a score naming no eval metric stops at the first evaluation,
     saying which exist."""
-    project = bake(argparser="fire", launcher="none", save_best_model=True, patience="3", save_training=False)
-    make_offline(project, max_epochs=3, score="-loss")
+    project = bake(argparser="fire")
+    make_offline(project, max_epochs=3, score="-loss", patience=3, save_training=False)
     argv, _ = readme_train_command(project)
     run_cmd(argv, cwd=project)
     (run_dir,) = run_dirs(project)
@@ -166,10 +169,10 @@ def test_the_score_config_yaml_names_ranks_best_models_and_a_name_no_metric_has_
 
 
 def test_a_nan_loss_stops_training_at_the_iteration_it_appears(bake) -> None:
-    project = bake(argparser="argparse", launcher="none", terminate_on_nan=True, save_training=False)
+    project = bake(argparser="argparse")
     # lr: .inf in config.yaml. The warm-up starts at (inf - 0) * 0 = NaN: the first step makes every weight
     # NaN, whatever the data, and the loss of iteration 2 is NaN (logged, and so checked, every iteration).
-    make_offline(project, lr=float("inf"))
+    make_offline(project, lr=float("inf"), terminate_on_nan=True, save_training=False)
     log = train_to_a_stop(project)
     assert log["iterations"] == [1, 2], f"training must stop at the NaN loss of iteration 2 of 6:\n{log['text']}"
     first, second = (values["train_loss"] for values in log["train"])
@@ -179,10 +182,10 @@ def test_a_nan_loss_stops_training_at_the_iteration_it_appears(bake) -> None:
 
 
 def test_time_limit_stops_training_with_a_checkpoint_and_the_same_command_continues(bake) -> None:
-    project = bake(argparser="argparse", launcher="none", limit_sec="1", save_best_model=False)
+    project = bake(argparser="argparse")
     # 2000 iterations of resnet18 take a minute or more on a CPU: far beyond the limit of 1 second.
     total = 2000
-    config = make_offline(project, max_epochs=1, train_epoch_length=total)
+    config = make_offline(project, max_epochs=1, train_epoch_length=total, limit_sec=1, save_best_model=False)
     assert config["limit_sec"] == 1
     log = train_to_a_stop(project)
     stopped = log["iterations"][-1]
@@ -207,7 +210,7 @@ WHOLE_ODD_EVAL = {"eval_epoch_length": None, "eval_batch_size": 6}
 
 @pytest.mark.parametrize("launcher", ["torchrun", "spawn"])
 def test_two_process_gloo_run_trains_on_both_ranks(bake, tmp_path, launcher: str) -> None:
-    project = bake(argparser="argparse", backend="gloo", launcher=launcher, nproc_per_node="2", master_port=free_port())
+    project = bake(argparser="argparse", backend="gloo", launcher=launcher)
     # batch_size is global: 8 per step split into 4 per process. The eval set is scored whole (see ODD_EVAL_SET).
     with_eval_set_of(project, ODD_EVAL_SET)
     make_offline(project, **WHOLE_ODD_EVAL)
@@ -223,9 +226,9 @@ def test_two_process_gloo_run_trains_on_both_ranks(bake, tmp_path, launcher: str
 
 
 def test_resumed_run_ends_at_the_same_iteration_as_an_uninterrupted_one(bake) -> None:
-    project = bake(argparser="fire", launcher="none", deterministic=True)
+    project = bake(argparser="fire")
     # Whole epochs (1024 synthetic images / 128 = 8 iterations): the data order is then reproducible.
-    make_offline(project, max_epochs=2, batch_size=128, train_epoch_length=None)
+    make_offline(project, max_epochs=2, batch_size=128, train_epoch_length=None, deterministic=True)
     run_cmd([PYTHON, "main.py", "config.yaml"], cwd=project)
     first_dir = run_dirs(project)[0]
     uninterrupted = load_checkpoint(first_dir / "training_checkpoint_16.pt", deterministic=True)
@@ -253,10 +256,10 @@ def test_resumed_run_ends_at_the_same_iteration_as_an_uninterrupted_one(bake) ->
 # The machinery (shared code) is covered by the vision runs above.
 TEXT_RUNS = {
     # float16's code (CUDA's: on a CPU full precision, its scaler off), DeterministicEngine, a hidden classifier layer.
-    "none": ({"argparser": "fire", "mixed_precision": "float16", "deterministic": True}, {"classifier_hidden": 16}),
+    "none": ({"argparser": "fire"}, {"mixed_precision": "float16", "deterministic": True, "classifier_hidden": 16}),
     # DistributedDataParallel, which fails if a parameter gets no gradient (the encoder's pooler is dropped).
-    "torchrun": ({"argparser": "argparse", "backend": "gloo", "nproc_per_node": "2"}, {}),
-    "spawn": ({"argparser": "hydra", "backend": "gloo", "nproc_per_node": "2"}, {}),
+    "torchrun": ({"argparser": "argparse", "backend": "gloo"}, {}),
+    "spawn": ({"argparser": "hydra", "backend": "gloo"}, {}),
 }
 
 
@@ -265,8 +268,6 @@ def train_with_launcher(
 ):
     """Bake ``template`` for ``launcher``, train with the README's command (2 processes but with none), check
     the run, and that both processes trained, each on its own batches; return its directory and log."""
-    if launcher != "none":
-        answers = {**answers, "master_port": free_port()}
     project = bake(template, launcher=launcher, **answers)
     if launcher != "none":  # the eval set scored whole (see ODD_EVAL_SET)
         with_eval_set_of(project, ODD_EVAL_SET)
@@ -292,7 +293,7 @@ def test_text_project_trains_with_each_launcher(bake, tmp_path, launcher: str) -
     answers, overrides = TEXT_RUNS[launcher]
     run_dir, _ = train_with_launcher(bake, tmp_path, "text-classification", launcher, answers, overrides)
     checkpoint = load_checkpoint(
-        run_dir / "training_checkpoint_6.pt", deterministic=answers.get("deterministic", False)
+        run_dir / "training_checkpoint_6.pt", deterministic=overrides.get("deterministic", False)
     )
     model = checkpoint["model"]
     assert {name.split(".")[0] for name in model} == {"encoder", "classifier"}
@@ -300,25 +301,25 @@ def test_text_project_trains_with_each_launcher(bake, tmp_path, launcher: str) -
     if overrides.get("classifier_hidden"):
         assert model["classifier.1.weight"].shape[0] == overrides["classifier_hidden"]
     # float16 keeps its gradient scaler in the training state; on a CPU the run says it trains in full precision.
-    assert ("scaler" in checkpoint) == (answers.get("mixed_precision") == "float16")
+    assert ("scaler" in checkpoint) == (overrides.get("mixed_precision") == "float16")
     float32 = "mixed_precision: float16 autocasts on CUDA GPUs only; this run trains on the cpu in full precision"
-    assert (float32 in read_log(run_dir)["text"]) == (answers.get("mixed_precision") == "float16")
+    assert (float32 in read_log(run_dir)["text"]) == (overrides.get("mixed_precision") == "float16")
 
 
 # The segmentation template's own code once per launcher, each with another of the models tested and
 # gradients added up over 2 batches (2 optimizer steps per epoch of 3 iterations: one spans the epochs).
 SEGMENTATION_RUNS = {
     # DeterministicEngine, FCN (auxiliary head).
-    "none": ({"argparser": "fire", "deterministic": True}, {"model": "fcn_resnet50"}),
+    "none": ({"argparser": "fire"}, {"deterministic": True, "model": "fcn_resnet50"}),
     # DistributedDataParallel over DeepLabV3 (make_offline's, on MobileNetV3): every parameter, the auxiliary
     # head's too, gets a gradient.
-    "torchrun": ({"argparser": "argparse", "backend": "gloo", "nproc_per_node": "2"}, {}),
+    "torchrun": ({"argparser": "argparse", "backend": "gloo"}, {}),
     # LR-ASPP: no auxiliary head; bfloat16 autocast on the CPU. This CPU has no bfloat16 instructions, so autocast
     # emulates them: on the lightest model (measured, one process: LR-ASPP 12.7 s in bfloat16, 5.7 s in float32;
     # FCN on ResNet-50 113 s and 13 s). The loss adds the auxiliary head's the same way in either precision.
     "spawn": (
-        {"argparser": "hydra", "backend": "gloo", "nproc_per_node": "2", "mixed_precision": "bfloat16"},
-        {"model": "lraspp_mobilenet_v3_large"},
+        {"argparser": "hydra", "backend": "gloo"},
+        {"mixed_precision": "bfloat16", "model": "lraspp_mobilenet_v3_large"},
     ),
 }
 
@@ -332,7 +333,7 @@ def test_segmentation_project_trains_with_each_launcher(bake, tmp_path, launcher
     )
     assert all({"pixel_accuracy", "IoU_background", "IoU_tvmonitor"} <= set(e) for e in log["evals"]), log["evals"]
     checkpoint = load_checkpoint(
-        run_dir / "training_checkpoint_6.pt", deterministic=answers.get("deterministic", False)
+        run_dir / "training_checkpoint_6.pt", deterministic=overrides.get("deterministic", False)
     )
     heads = {name.split(".")[0] for name in checkpoint["model"]}
     with_aux = overrides.get("model") != "lraspp_mobilenet_v3_large"
@@ -356,7 +357,7 @@ def test_segmentation_project_own_tests_pass_on_the_cpu(bake) -> None:
 def test_nccl_without_a_gpu_stops_with_advice(bake) -> None:
     if torch.cuda.is_available():
         pytest.skip("this machine has a GPU: nccl would run")
-    project = bake(argparser="argparse", launcher="none")
+    project = bake(argparser="argparse")
     make_offline(project)
     proc = subprocess.run(
         [sys.executable, "main.py", "config.yaml", "--backend", "nccl"], cwd=project, capture_output=True, text=True
@@ -381,8 +382,8 @@ class _RunsCodeWhenUnpickled:
 
 @pytest.mark.parametrize("template", TEMPLATES)
 def test_resume_from_a_checkpoint_holding_code_refuses_it_and_runs_none_of_it(bake, tmp_path, template: str) -> None:
-    # Deterministic: resume_from then also allows NumPy's random state, and still nothing else.
-    project = bake(template, launcher="none", deterministic=True)
+    # resume_from allows NumPy's random state (a deterministic run's), and nothing else.
+    project = bake(template)
     marker = tmp_path / "code_ran"
     torch.save({"trainer": {"iteration": 1, "payload": _RunsCodeWhenUnpickled(str(marker))}}, project / "evil.pt")
     load = "import logging; from machinery.training import handlers as h; "

@@ -1,7 +1,6 @@
 """export.py: the ONNX file gives, in onnxruntime, the images the generator draws in PyTorch."""
 
 import sys
-from dataclasses import asdict
 from pathlib import Path
 from types import ModuleType
 
@@ -23,7 +22,7 @@ def test_export_writes_a_generator_onnxruntime_runs_as_pytorch_does(
     (batch norm in eval mode) in [0, 1] within TOLERANCE."""
     generator = Generator(config.z_dim, config.g_filters, config.channels, config.image_size).eval()
     torch.save({"trainer": {}, "generator": generator.state_dict()}, run_dir / "training_checkpoint_4.pt")
-    (tmp_path / "config.yaml").write_text(yaml.safe_dump(asdict(config)))
+    (tmp_path / "config.yaml").write_text(yaml.safe_dump(config.model_dump()))
     monkeypatch.chdir(tmp_path)
     monkeypatch.setattr(sys, "argv", ["export.py"])
     export.command_line("Export a trained generator to ONNX.", export.export)

@@ -1,7 +1,6 @@
 """Fast checks of the data, the model and short training runs, on CPU with synthetic data (offline)."""
 
 from collections.abc import Callable
-from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -38,7 +37,7 @@ def test_imdb_path_tokenizes_the_splits_it_loads(config: Config, monkeypatch: py
         return splits
 
     monkeypatch.setattr(data, "load_dataset", load_dataset)
-    imdb = replace(config, dataset="imdb")
+    imdb = config.model_copy(update={"dataset": "imdb"})
     train, evaluation, classes = get_datasets(imdb, setup_tokenizer(config))
     assert (len(train), len(evaluation)) == (8, 4)
     assert classes == CLASSES, "the classes are the dataset's label names"

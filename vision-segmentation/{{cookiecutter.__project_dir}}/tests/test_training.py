@@ -1,7 +1,6 @@
 """Fast checks of the data, the model and short training runs, on CPU with synthetic data."""
 
 from collections.abc import Callable
-from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -100,7 +99,7 @@ def test_an_optimizer_step_follows_every_accumulation_steps_batches(
         return step(optimizer, *args, **kwargs)
 
     monkeypatch.setattr(torch.optim.SGD, "step", counted_step)
-    run(0, replace(config, max_epochs=2, train_epoch_length=3))
+    run(0, config.model_copy(update={"max_epochs": 2, "train_epoch_length": 3}))
     assert config.accumulation_steps == 2
     # Steps after batches 2, 4 (its gradients from both epochs) and 6.
     assert len(steps) == 3, f"6 batches, accumulation_steps 2: 3 optimizer steps, not {len(steps)}"
