@@ -112,7 +112,10 @@ EXAMPLES = [
     ),
     Example("## Train", "bash", r"^PJRT_DEVICE=TPU ", ("tests/test_xla_runs.py::tpu_run",)),
     Example(
-        "## Train", "bash", r"nnodes[= ]2", ("tests/test_commands.py::test_two_node_readme_command_trains_as_one_world",)
+        "## Train",
+        "bash",
+        r"nnodes[= ]2",
+        ("tests/test_commands.py::test_two_node_readme_command_trains_as_one_world",),
     ),
     Example(
         "## Train",

@@ -143,7 +143,12 @@ REFUSED = [
     ("port that is not a number", "gpu", {"master_port": "http"}, "master_port: 'http' is not allowed"),
     ("nproc_per_node 0", "gpu", {"nproc_per_node": 0, "backend": "gloo"}, "nproc_per_node: 0 is not allowed"),
     ("nproc_per_node text", "gpu", {"nproc_per_node": "two"}, "nproc_per_node: 'two' is not allowed"),
-    ("processes without a backend", "gpu", {"nproc_per_node": 4}, "nproc_per_node: 4 is not allowed with backend: null"),
+    (
+        "processes without a backend",
+        "gpu",
+        {"nproc_per_node": 4},
+        "nproc_per_node: 4 is not allowed with backend: null",
+    ),
     ("nodes without a backend", "gpu", {"nnodes": 2}, "nnodes: 2 is not allowed with backend: null"),
     ("nnodes 0", "gpu", {"nnodes": 0}, "nnodes: 0 is not allowed: it must be greater than 0"),
     ("nodes on the loopback", "gpu", {"nnodes": 2, "backend": "gloo"}, "master_addr: '127.0.0.1' is not allowed with"),
@@ -189,7 +194,9 @@ def test_a_value_a_run_cannot_take_is_refused_naming_the_key_the_value_and_what_
             if overrides == values:
                 files.load_config(project / "config.yaml", config_class, **values)
             else:  # a key this project does not declare: config.yaml's own line, as a user adds it
-                text = (project / "config.yaml").read_text() + "".join(f"{key}: {value}\n" for key, value in values.items())
+                text = (project / "config.yaml").read_text() + "".join(
+                    f"{key}: {value}\n" for key, value in values.items()
+                )
                 files.checked_config(yaml.safe_load(text), "config.yaml", config_class)
         assert expected in str(refused.value), f"{case}: {refused.value}"
 

@@ -254,11 +254,15 @@ def test_generated_config_has_the_keys_and_values_the_answers_give(baked, templa
     evaluation = {"eval_epoch_length": None, "ema_momentum": None, "patience": None, "save_best_model": True}
     evaluation["score"] = template_context(template)["_eval_metric"]
     assert {key: config[key] for key in behaviours} == behaviours, "each behaviour a key, off where it costs"
-    assert {key: config.get(key, "-") for key in evaluation} == (evaluation if evaluates else dict.fromkeys(evaluation, "-"))
+    assert {key: config.get(key, "-") for key in evaluation} == (
+        evaluation if evaluates else dict.fromkeys(evaluation, "-")
+    )
     for key in ["train_epoch_length", "resume_from"]:
         assert key in config, f"config.yaml lacks {key}"
     for module in ("evaluation.py", "ema.py"):
-        assert (project / "machinery" / "training" / module).is_file() == evaluates, f"{module}: a template's evaluation"
+        assert (project / "machinery" / "training" / module).is_file() == evaluates, (
+            f"{module}: a template's evaluation"
+        )
     if template == "text-classification":
         for key in ("model", "max_length", "dropout", "classifier_hidden", "weight_decay", "warmup_ratio"):
             assert key in config, f"config.yaml lacks {key}"

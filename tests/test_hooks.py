@@ -77,7 +77,9 @@ def test_a_former_questions_answer_is_taken_and_ignored(tmp_path: Path) -> None:
     replay or `cruft update` (which passes its recorded answers), generates the project as if it were not given,
     its key at the default (CHANGELOG: `python -m machinery.upgrade` then puts the recorded value in config.yaml)."""
     former = {"mixed_precision": True, "patience": "5", "nproc_per_node": "4", "ema": True}
-    project = Path(cookiecutter(str(REPO / TEMPLATES[0]), no_input=True, extra_context=former, output_dir=str(tmp_path)))
+    project = Path(
+        cookiecutter(str(REPO / TEMPLATES[0]), no_input=True, extra_context=former, output_dir=str(tmp_path))
+    )
     config = (project / "config.yaml").read_text()
     assert "mixed_precision: null" in config and "patience: null" in config and "ema_momentum: null" in config
     assert PRE.validate({**load_defaults(), **former}) == []

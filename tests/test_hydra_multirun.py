@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 import yaml
 from environments import PYTHON
-from projects import free_port, make_offline, read_log, run_dirs, run_status
+from projects import make_offline, read_log, run_dirs, run_status
 from readme_examples import commands, example
 
 pytestmark = pytest.mark.slow  # they train generated projects: not in the quick lane
@@ -34,8 +34,16 @@ def readme_multirun_command(project: Path) -> list[str]:
 
 
 def multirun(project: Path, argv: list[str], probe: str = "") -> subprocess.CompletedProcess:
-    """Run ``argv`` in ``project``, with the stop probe set to ``probe``."""
-    env = {**os.environ, "PYTHONPATH": str(PROBE), "STOP_PROBE": probe, "PYTHONUNBUFFERED": "1"}
+    """Run ``argv`` in ``project``, with the stop probe set to ``probe`` (torchrun on config.yaml's master_port, which
+    make_offline gives each project its own)."""
+    port = str(yaml.safe_load((project / "config.yaml").read_text())["master_port"])
+    env = {
+        **os.environ,
+        "PYTHONPATH": str(PROBE),
+        "STOP_PROBE": probe,
+        "PYTHONUNBUFFERED": "1",
+        "PET_MASTER_PORT": port,
+    }
     return subprocess.run(argv, cwd=project, capture_output=True, text=True, timeout=300, env=env)
 
 
@@ -92,7 +100,8 @@ def test_a_multirun_trains_each_job_and_a_stopped_one_continues_where_it_stopped
     summary = proc.stderr.split("2 of the multirun's jobs failed:\n", 1)[-1].splitlines()
     assert summary[:2] == [
         "  #0 (lr=-1): ValueError: Invalid learning rate: -1",
-        "  #1 (lr=abc): The config Hydra composed has values of the wrong type: lr: 'abc' is not float",
+        "  #1 (lr=abc): The config Hydra composed has values that are not allowed: lr: 'abc' is not allowed: it "
+        "must be a valid number",
     ], outcome(proc)
     *_, failed, trained = run_dirs(project)  # the refused job made none
     assert locked(failed, "lr") == -1 and run_status(failed)["status"] == "failed"
@@ -103,7 +112,7 @@ def test_a_multirun_trains_each_job_and_a_stopped_one_continues_where_it_stopped
 def test_a_multirun_with_torchrun_trains_each_job_in_one_process_group(bake) -> None:
     """torchrun's two processes train every job of the README's grid, in one process group for the command (a new
     group per job could read the last one's addresses in torchrun's store), and end with status 0."""
-    project = bake(argparser="hydra", backend="gloo", launcher="torchrun", nproc_per_node="2", master_port=free_port())
+    project = bake(argparser="hydra", backend="gloo", launcher="torchrun")
     make_offline(project, max_epochs=1, train_epoch_length=3, log_every_iters=1)
     proc = multirun(project, readme_multirun_command(project))
     assert proc.returncode == 0, outcome(proc)

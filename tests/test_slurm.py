@@ -19,7 +19,7 @@ import optuna
 import pytest
 from checkpoints import differences, load_checkpoint
 from environments import PYTHON
-from projects import free_port, make_offline, read_log, readme_train_command, run_dirs, run_status, set_sweep
+from projects import make_offline, read_log, readme_train_command, run_dirs, run_status, set_sweep
 from readme_examples import commands, example
 from slurm_cluster import Slurm, missing
 
@@ -68,12 +68,12 @@ class Jobs(NamedTuple):
 def jobs(slurm: Slurm, bake_for_a_shared_run, tmp_path_factory) -> Jobs:
     """The module's two jobs, submitted together: the time-limited one sleeps through its iterations until Slurm's
     signal (at no CPU cost) while the other trains, is stopped and continues."""
-    project = bake_for_a_shared_run(backend="gloo", scheduler="slurm", deterministic=True, master_port=free_port())
+    project = bake_for_a_shared_run(backend="gloo", scheduler="slurm")
     folder = tmp_path_factory.mktemp("slurm-projects")
     preempted, uninterrupted, time_limited = (folder / name for name in ("preempted", "uninterrupted", "time"))
     # 2 epochs of 6 iterations, a checkpoint every 4, every loss logged; half a second asleep per iteration
     # in the job, so that the test stops it mid-run wherever the other tests keep the CPUs.
-    make_offline(project, max_epochs=2, train_epoch_length=6, save_every_iters=4, log_every_iters=1)
+    make_offline(project, max_epochs=2, train_epoch_length=6, save_every_iters=4, log_every_iters=1, deterministic=True)
     shutil.copytree(project, preempted)
     shutil.copytree(project, uninterrupted)
     # Longer than the time limit: 1 s asleep per iteration.
@@ -214,8 +214,8 @@ def test_a_sweep_as_a_job_array_requeues_a_preempted_task_which_continues_its_tr
     on this one node), each trial two processes through torchrun. The task that runs as the array's own job (its
     SLURM_JOB_ID the array's, which names every task) is preempted mid-trial: it alone stops, requeues itself, and its
     next start continues that trial's run from its checkpoint. The study ends with exactly n_trials."""
-    project = bake(backend="gloo", scheduler="slurm", sweep="optuna", deterministic=True, master_port=free_port())
-    make_offline(project, max_epochs=2, train_epoch_length=4, save_every_iters=2, log_every_iters=1)
+    project = bake(backend="gloo", scheduler="slurm", sweep="optuna")
+    make_offline(project, max_epochs=2, train_epoch_length=4, save_every_iters=2, log_every_iters=1, deterministic=True)
     settings = set_sweep(project, n_trials=3, pruning="false", heartbeat_interval=2)
     (command,) = commands(example((project / "README.md").read_text(), "## Sweep", "bash", r"^sbatch "))
     assert command == "sbatch --array=0-3 slurm.sh sweep", command

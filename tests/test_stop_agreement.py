@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 import torch
 from environments import PYTHON
-from projects import free_port, make_offline, read_log, readme_train_command, run_dirs, run_status
+from projects import make_offline, read_log, readme_train_command, run_dirs, run_status
 
 pytestmark = pytest.mark.slow  # they train, stop and continue generated projects: not in the quick lane
 
@@ -61,8 +61,8 @@ def records_of(records: Path) -> list[dict]:
 
 # Each launcher with two processes.
 LAUNCHES = {
-    "torchrun": {"backend": "gloo", "launcher": "torchrun", "nproc_per_node": "2"},
-    "spawn": {"backend": "gloo", "launcher": "spawn", "nproc_per_node": "2"},
+    "torchrun": {"backend": "gloo", "launcher": "torchrun"},
+    "spawn": {"backend": "gloo", "launcher": "spawn"},
 }
 # Each launcher and the stop that reaches its rank 1 (one_stop.py's WHAT): a SIGTERM to one of torchrun's workers
 # or to one of the processes spawn started (their launcher gets none). A TPU launcher's replicas take no signals
@@ -82,7 +82,7 @@ def test_a_stop_that_reaches_one_process_stops_all_after_the_same_iteration_and_
     rank 0 saves a training checkpoint; the same command continues the run. Here the stop reaches rank 1 only
     (a SIGTERM to that process), and rank 0 saves."""
     launch, what = case.split(":")
-    project = bake("gan", **LAUNCHES[launch], master_port=free_port())
+    project = bake("gan", **LAUNCHES[launch])
     make_offline(project, max_epochs=1, train_epoch_length=ITERATIONS, log_every_iters=EVERY)
 
     stop = {"ONE_STOP": f"{what}:1:{STOP_DURING}"}

@@ -66,15 +66,14 @@ def test_a_sweep_killed_mid_trial_continues_that_trial_prunes_in_every_process_a
     values, then a learning rate of 1e-7. The first command is killed with kill -9 in trial 0; the second finishes
     the study: trial 1 completes, trial 2 (1e-7) is pruned at its first evaluation, trial 3 continues trial 0's run
     and ends with trial 1's scores and weights, bit for bit (the same values uninterrupted)."""
-    project = bake(
-        "vision-classification", sweep="optuna", deterministic=True, backend="gloo", launcher="spawn",
-        master_port=free_port(), logger="none",
-    )  # fmt: skip
+    project = bake("vision-classification", sweep="optuna", backend="gloo", launcher="spawn", logger="none")
     overrides = {"max_epochs": 2, "train_epoch_length": 6, "eval_batch_size": 32, "save_every_iters": 2}
+    overrides["deterministic"] = True
     make_offline(project, light=False, num_workers=2, log_every_iters=2, **overrides)  # resnet18 learns in 6 steps
     settings = set_sweep(project, n_trials=3, startup_trials=1, warmup_epochs=0, heartbeat_interval=1)
     name, argv = settings["study"], readme_sweep_command(project)
-    assert settings["command"] == "python main.py {config} --backend gloo", "the README's train command, for a trial"
+    command = "python main.py {config} --backend gloo --nproc_per_node 2"
+    assert settings["command"] == command, "the README's train command, for a trial"
     values = [{"lr": 0.003, "batch_size": 64}, {"lr": 0.003, "batch_size": 64}, {"lr": 1e-7, "batch_size": 64}]
     (project / "logs" / "sweeps" / name).mkdir(parents=True)
     study = optuna.create_study(

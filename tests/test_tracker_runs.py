@@ -99,23 +99,20 @@ def bake_and_train(
         probe = {"PYTHONPATH": str(REPO / "tests" / "probes"), "STOP_PROBE": "iteration:2"}
         run_cmd(argv, cwd=project, env={**env, **probe}, returncode=143)
     run_cmd(argv, cwd=project, env=env)
-    (run_dir,) = run_dirs(project, answers.get("output_dir", "./logs"))
+    (run_dir,) = run_dirs(project)
     if stop_and_continue:
         assert "Continuing the run in" in (run_dir / "training.log").read_text(), "the second command continues the run"
     return project, run_dir, config, command_env
 
 
 def test_mlflow_sqlite_store_holds_a_stopped_and_continued_run_once_at_the_readmes_uri(bake, tmp_path: Path) -> None:
-    # A space in output_dir: it reaches both the store's URI and the README's `mlflow ui` command.
-    project, run_dir, config, _ = bake_and_train(
-        bake, tmp_path, "mlflow", launcher="none", output_dir="./my runs", stop_and_continue=True
-    )
+    project, run_dir, config, _ = bake_and_train(bake, tmp_path, "mlflow", stop_and_continue=True)
     viewer = readme_block(project, "## Experiment tracking")
-    assert viewer == "mlflow ui --backend-store-uri 'sqlite:///./my runs/mlflow.db'"
-    assert (project / "my runs" / "mlflow.db").is_file()
+    assert viewer == "mlflow ui --backend-store-uri 'sqlite:///./logs/mlflow.db'"
+    assert (project / "logs" / "mlflow.db").is_file()
     # Read through the README's URI, from the project directory, as `mlflow ui` would: one run in the store,
     # holding every step once, as an uninterrupted run's.
-    check_tracker_records(records("mlflow", "sqlite:///./my runs/mlflow.db", project), run_dir, config)
+    check_tracker_records(records("mlflow", "sqlite:///./logs/mlflow.db", project), run_dir, config)
     # The README's `mlflow ui`, as written (its default port, 5000): its API lists that one run, by its name.
     search = ("api/2.0/mlflow/runs/search", json.dumps({"experiment_ids": ["0"]}).encode())
     found = served(viewer, project, "http://127.0.0.1:5000", *search)

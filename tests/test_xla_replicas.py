@@ -35,9 +35,9 @@ REPLICA_CONFIG = {
 EVAL_SIZES = {"vision-classification": 75, "vision-segmentation": 21}
 
 
-def bake_for_replicas(bake, template: str, answers: dict | None = None, **config) -> Path:
+def bake_for_replicas(bake, template: str, **config) -> Path:
     """Bake ``template`` for the TPU with the short config of the 8-replica runs and these values."""
-    project = bake(template, backend="xla-tpu", **(answers or {}))
+    project = bake(template, backend="xla-tpu")
     keys = yaml.safe_load((project / "config.yaml").read_text())
     # The lightest models: each is compiled 8 times over.
     values = {k: v for k, v in REPLICA_CONFIG.items() if k in keys} | XLA_LIGHT_MODELS.get(template, {})
@@ -65,13 +65,11 @@ def train_as_replicas(
     template: str,
     env: dict | None = None,
     replicas: int = REPLICAS,
-    answers: dict | None = None,
     **config: int,
 ) -> tuple[Path, dict, list[dict]]:
-    """Bake ``template`` for the TPU (with these ``answers``) and train it with its README's command as 8 XLA replicas
-    on the CPU (or ``replicas``), with these config values; return the run directory, its log and each replica's
-    record."""
-    project = bake_for_replicas(bake, template, answers, **config)
+    """Bake ``template`` for the TPU and train it with its README's command as 8 XLA replicas on the CPU (or
+    ``replicas``), with these config values; return the run directory, its log and each replica's record."""
+    project = bake_for_replicas(bake, template, **config)
     ranks = run_as_replicas(project, tmp_path / "ranks", env, replicas)
     (run_dir,) = run_dirs(project)
     return run_dir, read_log(run_dir), ranks
@@ -110,8 +108,8 @@ REPLICA_TEMPLATES = [template for template in TEMPLATES if template != "text-cla
 
 @pytest.mark.parametrize("template", REPLICA_TEMPLATES)
 def test_tpu_project_trains_as_8_replicas_that_end_alike_on_shards_of_their_own(bake, tmp_path, template) -> None:
-    answers = {"ema": True} if template in AVERAGED else {}
-    run_dir, log, ranks = train_as_replicas(bake, tmp_path, template, answers=answers)
+    averaged = {"ema_momentum": 0.001} if template in AVERAGED else {}
+    run_dir, log, ranks = train_as_replicas(bake, tmp_path, template, **averaged)
     assert "World size: 8, backend: xla-tpu" in log["text"], log["text"][-3000:]
     assert [(r["rank"], r["world_size"], r["iteration"]) for r in ranks] == [(k, 8, 4) for k in range(8)], (
         "each of the 8 replicas must train all 4 iterations"
@@ -206,8 +204,8 @@ def test_8_replicas_stopped_mid_epoch_stop_together_and_continue_to_the_end_of_a
     ``start_alike``) depends on how the threads interleave. For the same reason the checkpoints' record of
     those process-wide generators (``rng_states``: each replica reseeds them every iteration) is left out.
     """
-    answers = {"deterministic": True, "limit_sec": "3600"}  # the time limit's code in every project: 1 hour
-    project = bake_for_replicas(bake, "gan", answers, train_epoch_length=4, log_every_iters=1)
+    limits = {"deterministic": True, "limit_sec": 3600}  # 1 hour: replica 1's runs out at once (one_stop.py)
+    project = bake_for_replicas(bake, "gan", train_epoch_length=4, log_every_iters=1, **limits)
     stopped = run_as_replicas(project, tmp_path / "stopped", {"ONE_STOP": "limit:1:6"})
     (run_dir,) = run_dirs(project)
     status = yaml.safe_load((run_dir / "status.yaml").read_text())

@@ -50,13 +50,15 @@ def xla_environment() -> None:
 # 2 batches of 24 and a short last one), with gradients accumulated over 2 batches (the steps with and without the
 # optimizer step are two programs, both compiled in epoch 1).
 TPU_RUNS = {
-    "vision-classification": ({"save_best_model": False}, {"eval_epoch_length": None, "eval_batch_size": 24}),
-    "text-classification": ({"save_best_model": False, "mixed_precision": "bfloat16"}, {"eval_epoch_length": 2}),
-    "gan": ({"mixed_precision": "bfloat16"}, {}),
-    "vision-segmentation": (
-        {"save_best_model": False},
-        {"eval_epoch_length": None, "eval_batch_size": 24, "accumulation_steps": 2},
-    ),
+    "vision-classification": {"save_best_model": False, "eval_epoch_length": None, "eval_batch_size": 24},
+    "text-classification": {"save_best_model": False, "mixed_precision": "bfloat16", "eval_epoch_length": 2},
+    "gan": {"mixed_precision": "bfloat16"},
+    "vision-segmentation": {
+        "save_best_model": False,
+        "eval_epoch_length": None,
+        "eval_batch_size": 24,
+        "accumulation_steps": 2,
+    },
 }
 THREE_EPOCHS = {"max_epochs": 3, "train_epoch_length": 4, "log_every_iters": 5}
 # The notebooks train the lightest models (XLA_LIGHT_MODELS): what these tests check (which programs compile and
@@ -102,10 +104,9 @@ def tpu_run(baked, tmp_path_factory) -> Callable[[str], TpuRun]:
 
     def run(template: str) -> TpuRun:
         if template not in runs:
-            answers, config = TPU_RUNS[template]
-            project = baked(template, backend="xla-tpu", **answers)  # the notebook runs in a folder of its own
+            project = baked(template, backend="xla-tpu")  # the notebook runs in a folder of its own
             folder = tmp_path_factory.mktemp(f"tpu-{template}")
-            config = {**THREE_EPOCHS, **config, **NOTEBOOK_MODELS.get(template, {})}
+            config = {**THREE_EPOCHS, **TPU_RUNS[template], **NOTEBOOK_MODELS.get(template, {})}
             try:
                 executed = run_notebook_alone(project, folder, XLA_PYTHON, XLA_CPU, **config)
                 (run_dir,) = (folder / "logs").iterdir()
@@ -222,8 +223,7 @@ def test_tpu_run_draws_a_picture_each_epoch(tpu_run, template: str) -> None:
 # others run their tests/test_xla.py there (launch, shim, eval metrics on the device): segmentation's models compile
 # for minutes (scripts/projects.py's XLA_OWN_TESTS, for the lanes too); text's and the GAN's tests/test_training.py
 # are the CPU projects' file, byte for byte, which passes on the CPU (test_ci_commands_pass_in_a_fresh_venv,
-# test_generated_gan_project_tests_pass), and their models train on the XLA device in their notebook runs above (66 s
-# saved, measured).
+# test_gan_runs.py), and their models train on the XLA device in their notebook runs above (66 s saved, measured).
 OWN_TRAINING_TESTS_ON_XLA = {"vision-classification"}
 
 
@@ -231,8 +231,10 @@ OWN_TRAINING_TESTS_ON_XLA = {"vision-classification"}
 def test_xla_project_own_tests_pass_with_bf16_and_fire(bake, template: str) -> None:
     """The generated tests, as a TPU user runs them: the launch logic for 8 replicas, the shim, the eval
     metrics; for vision, short bf16 runs on the XLA device, the one that shows the project learning included."""
-    project = bake(template, backend="xla-tpu", argparser="fire", mixed_precision="bfloat16", include_test=True)
+    project = bake(template, backend="xla-tpu", argparser="fire")
     assert (project / "tests" / "test_xla.py").is_file()
+    config = project / "config.yaml"  # the tests' short runs read it: in bfloat16, as the TPU computes
+    config.write_text(config.read_text().replace("mixed_precision: null", "mixed_precision: bfloat16"))
     # Not tests/test_export.py: export.py runs on the CPU with the torch TPU projects pin (2.9.0, the base test
     # venv's, where the projects' own tests export: test_ci_commands_pass_in_a_fresh_venv, and segmentation's).
     argv = [XLA_PYTHON, "-m", "pytest", "-v", "-p", "no:cacheprovider", "--deselect", "tests/test_export.py"]
