@@ -1,7 +1,7 @@
 """Execute a generated notebook with nbclient, as a user would after a few edits in Colab.
 
 Usage: python run_notebook.py NOTEBOOK [KEY=VALUE ...]. Sets the config.yaml cell's keys (and
-master_port in a torchrun command too), runs the training cell on the XLA CPU device instead of a TPU,
+master_port as torchrun's PET_MASTER_PORT too), runs the training cell on the XLA CPU device instead of a TPU,
 executes every cell in the notebook's folder (stopping at the first that fails) and writes the
 executed notebook next to it as executed.ipynb. With ``interrupt_at_iteration=N``, the training cell is
 interrupted as the stop button interrupts it, once training.log shows iteration N: the notebook then
@@ -9,7 +9,7 @@ ends there (a KeyboardInterrupt), and that is not a failure. Run it with the Pyt
 should have (the kernel is that interpreter).
 """
 
-import re
+import os
 import sys
 from pathlib import Path
 
@@ -46,10 +46,10 @@ def main(path: Path, overrides: dict) -> None:
             cell.source = head + "\n" + yaml.safe_dump(config, sort_keys=False)
         if "\nCOMMAND = " in cell.source:  # the training cell
             cell.source = cell.source.replace("PJRT_DEVICE=TPU", "PJRT_DEVICE=CPU")
-            if "master_port" in overrides:  # torchrun's port, on its command line
-                cell.source = re.sub(r"--master_port=\d+", f"--master_port={overrides['master_port']}", cell.source)
             if interrupt_at is not None:
                 cell.source = INTERRUPT.format(iteration=interrupt_at) + cell.source
+    if "master_port" in overrides:  # torchrun's too, which its --master_port takes from PET_MASTER_PORT
+        os.environ["PET_MASTER_PORT"] = str(overrides["master_port"])
     client = NotebookClient(
         notebook, timeout=900, kernel_name="python3", resources={"metadata": {"path": str(path.parent)}}
     )

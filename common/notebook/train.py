@@ -1,8 +1,7 @@
 {% from "commands.j2" import train_command with context %}
 {#- The README's training command (the same macro), in a process group of its own so that the stop
-    button reaches all of it. One line when `COMMAND = "..."` fits in the project's 120 characters;
-    a longer one (torchrun on several nodes) in two, the launcher's arguments then the script's, as
-    ruff formats a string split in two. -#}
+    button reaches all of it. One line when `COMMAND = "..."` fits in the project's 120 characters; a longer
+    one in two, the launcher's arguments then the script's, as ruff formats a string split in two. -#}
 {% set command = train_command() %}
 {% set launcher, _, script = command.partition(" main.py ") %}
 # The README's training command. Interrupt (the stop button) stops it cleanly: every process finishes its
