@@ -4,15 +4,15 @@ without torch.compile and channels-last; and the generated trainer's data loadin
     bash scripts/bench.sh --gpu          # on a machine with a CUDA GPU: one table per template (under 8 minutes)
     bash scripts/bench.sh --gpu --cpu    # the same script on the CPU, tiny vision model: the per-iteration cost
 
-Each template is baked with mixed precision (`mixed_precision` float16: its config key then says any precision) and
-torch.compile (`compile`: compiled or eager), and measured in its own process by bench/gpu_loop.py (see there for
-what each loop does). Columns: the generated trainer's and the hand-written loop's steps per second on the same
+Each template is baked as it comes, and measured in its own process by bench/gpu_loop.py (see there for what each
+loop does); the generated trainer runs each setting its config.yaml can say (`mixed_precision`: null, float16,
+bfloat16; `compile`: false, true). Columns: the generated trainer's and the hand-written loop's steps per second on the same
 batches held in memory, the overhead (how much longer a generated step takes: hand-written it/s / generated it/s -
 1, and in ms), the peak GPU memory each allocated, the time each generated step waited for the project's loader at
 num_workers 2 (the default) and 0 with its steps per second then, and whether both loops ended with the same weights
 where that is expected (fp32, no compile; elsewhere the loops' order of floating-point operations may differ).
-Settings the generated project cannot say in its config.yaml yet are "n/a (not an option yet)" (bench/gpu_loop.py's
-PROJECT_OPTIONS: one line per option).
+Settings the generated project cannot say in its config.yaml yet (channels-last) are "n/a (not an option yet)"
+(bench/gpu_loop.py's PROJECT_OPTIONS: one line per option).
 Target: the generated trainer within 5% of the hand-written loop at every setting.
 
 The run keeps to --budget-s (default 430 s; under 8 minutes in all, for a 10-minute slot): each template gets an
@@ -31,7 +31,6 @@ import tempfile
 import time
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[1]
 BENCH = Path(__file__).resolve().parent
 sys.path.insert(0, str(BENCH))
 from run import STEADY_MALLOC, TEMPLATES, bake  # noqa: E402
@@ -55,14 +54,6 @@ COLUMNS = [
 def overhead(generated_it_s: float, hand_written_it_s: float) -> float:
     """How much longer a generated step takes than a hand-written one (0.05: 5% longer)."""
     return hand_written_it_s / generated_it_s - 1
-
-
-def mixed_precision_answer(template: str) -> object:
-    """The bake's answer that puts mixed precision in the project: yes, or (a choice of kinds) the first not 'no'."""
-    default = json.loads((REPO / template / "cookiecutter.json").read_text()).get("mixed_precision", True)
-    if isinstance(default, list):
-        return next(choice for choice in default if str(choice).lower() not in ("no", "none", "false"))
-    return True
 
 
 def same_weights(row: dict) -> str:
@@ -147,9 +138,8 @@ def measure(template: str, options: dict, python: str = sys.executable, kill_at:
     env.update(HF_HUB_OFFLINE="1", TOKENIZERS_PARALLELISM="false", **STEADY_MALLOC)
     if options.get("device") == "cpu":
         env.update(OMP_NUM_THREADS="1", MKL_NUM_THREADS="1")
-    answers = {"mixed_precision": mixed_precision_answer(template), "compile": True, "save_best_model": False}
     with tempfile.TemporaryDirectory() as tmp:
-        project = bake(template, Path(tmp), **answers)
+        project = bake(template, Path(tmp), save_best_model=False)
         partial = Path(tmp) / "result.json"  # the rows so far, written after each setting
         cmd = [python, str(BENCH / "gpu_loop.py"), template, json.dumps({**options, "result_path": str(partial)})]
         timeout = None if kill_at is None else max(1.0, kill_at - time.time())

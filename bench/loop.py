@@ -8,7 +8,6 @@ and, in the last one, the loss read and NaN check (and the GAN's loss history); 
 evaluation come at the epoch's end, which the run stops one iteration short of.
 """
 
-import dataclasses
 import itertools
 import json
 import random
@@ -55,7 +54,7 @@ def load_config(iterations: int, output_dir: str) -> "Config":
         output_dir=f"{output_dir}/run-{next(RUN_NUMBERS)}",
         backend=None,
     )
-    keys = {field.name for field in dataclasses.fields(Config)}
+    keys = set(Config.model_fields)
     if "crop_size" in keys:
         overrides.update(SEGMENTATION)
     # Only keys this template has (eval_epoch_length: classifiers; num_samples: gan).

@@ -39,6 +39,7 @@ import tempfile
 import time
 from pathlib import Path
 
+import yaml
 from cookiecutter.main import cookiecutter
 
 REPO = Path(__file__).resolve().parents[1]
@@ -51,8 +52,23 @@ EVAL_LENGTHS = {"vision-segmentation": ([2, 6], [2])}
 DEFAULT_EVAL_LENGTHS = ([4, 11], [4])
 
 
-def bake(template: str, out: Path, **answers) -> Path:
-    return Path(cookiecutter(str(REPO / template), no_input=True, extra_context=answers, output_dir=str(out)))
+def bake(template: str, out: Path, **values) -> Path:
+    """Bake the template: each of ``values`` that is one of its questions as an answer, the rest as config.yaml keys
+    (where the project has them: save_best_model, for one, only where it evaluates)."""
+    questions = json.loads((REPO / template / "cookiecutter.json").read_text())
+    answers = {key: value for key, value in values.items() if key in questions}
+    project = Path(cookiecutter(str(REPO / template), no_input=True, extra_context=answers, output_dir=str(out)))
+    set_config(project, **{key: value for key, value in values.items() if key not in questions})
+    return project
+
+
+def set_config(project: Path, **keys) -> None:
+    """config.yaml's keys set to ``keys``' values, as a user would edit it; a key the project lacks is left out."""
+    path = project / "config.yaml"
+    config = yaml.safe_load(path.read_text())
+    if any(key in config for key in keys):
+        config.update({key: value for key, value in keys.items() if key in config})
+        path.write_text(yaml.safe_dump(config, sort_keys=False))
 
 
 def generation_seconds(template: str, repeats: int) -> float:
@@ -65,10 +81,11 @@ def generation_seconds(template: str, repeats: int) -> float:
     return statistics.median(times)
 
 
-def in_baked_project(template: str, script: str, args: list, python: str, env: dict | None = None, **answers) -> dict:
-    """Bake the template, run a bench script with the given Python inside it, return its JSON line."""
+def in_baked_project(template: str, script: str, args: list, python: str, env: dict | None = None, **values) -> dict:
+    """Bake the template (``values``: see bake), run a bench script with the given Python inside it, return its JSON
+    line."""
     with tempfile.TemporaryDirectory() as tmp:
-        project = bake(template, Path(tmp), **answers)
+        project = bake(template, Path(tmp), **values)
         cmd = [python, str(BENCH / script), template, *map(str, args)]
         proc = subprocess.run(cmd, cwd=project, capture_output=True, text=True, env=env, check=False)
     if proc.returncode != 0:
@@ -92,25 +109,25 @@ def loop_overhead(template: str, python: str, iterations: int, repeats: int, ste
     return in_baked_project(template, "loop.py", [iterations, repeats], python, env, save_best_model=False)
 
 
+# The TPU project, without checkpoints: their device-to-host copies are not the training loop's.
+XLA_PROJECT = {"backend": "xla-tpu", "save_best_model": False, "save_training": False}
+
+
 def xla_behaviour(template: str, xla_python: str, epochs: int) -> dict:
     """The generated TPU project's xla_metrics.json, and the naive port's counts, on one XLA CPU device."""
     env = {**os.environ, "PJRT_DEVICE": "CPU"}
-    # No checkpoints: their device-to-host copies are not the training loop's.
-    answers = {"backend": "xla-tpu", "save_best_model": False, "save_training": False}
-    return in_baked_project(template, "xla_loops.py", [epochs], xla_python, env, **answers)
+    return in_baked_project(template, "xla_loops.py", [epochs], xla_python, env, **XLA_PROJECT)
 
 
 def xla_replicas(template: str, xla_python: str, epochs: int) -> dict:
     """The generated TPU project's xla_metrics.json as 8 replicas on the CPU (bench/xla_replicas.py)."""
-    answers = {"backend": "xla-tpu", "save_best_model": False, "save_training": False}
-    return in_baked_project(template, "xla_replicas.py", [epochs], xla_python, dict(os.environ), **answers)
+    return in_baked_project(template, "xla_replicas.py", [epochs], xla_python, dict(os.environ), **XLA_PROJECT)
 
 
 def xla_evaluation(template: str, xla_python: str, lengths: list[int]) -> dict:
     """Per-evaluation transfers and seconds of the generated TPU classifier and a naive port (bench/xla_eval.py)."""
     env = {**os.environ, "PJRT_DEVICE": "CPU", "HF_HUB_OFFLINE": "1"}
-    answers = {"backend": "xla-tpu", "save_best_model": False, "save_training": False}
-    return in_baked_project(template, "xla_eval.py", lengths, xla_python, env, **answers)
+    return in_baked_project(template, "xla_eval.py", lengths, xla_python, env, **XLA_PROJECT)
 
 
 def main() -> None:

@@ -16,7 +16,6 @@ with one change, its metric: per batch the predicted masks go to the CPU, into i
 "naive": a GPU loop moved as is.
 """
 
-import dataclasses
 import importlib
 import itertools
 import json
@@ -67,9 +66,8 @@ def config_for(eval_batches: int) -> "Config":
         log_every_iters=2,
         save_every_iters=10**9,
         output_dir=f"bench-eval-{eval_batches}",
-        backend=None,
     )
-    keys = {field.name for field in dataclasses.fields(Config)}
+    keys = set(Config.model_fields)
     if "crop_size" in keys:  # segmentation
         overrides.update(SEGMENTATION, batch_size=SEGMENTATION_BATCH_SIZE, max_epochs=EPOCHS, train_epoch_length=1)
     # Only keys this project has (save_every_iters: with training checkpoints, which these projects are made without).
@@ -100,7 +98,7 @@ def evaluations_of_run(eval_batches: int) -> list[tuple[float, int, int]]:
     Engine.run = run
     config = config_for(eval_batches)
     # A run directory of its own: with the same config a finished run's directory would end this one at once.
-    config = dataclasses.replace(config, output_dir=f"{config.output_dir}-{next(RUN_NUMBERS)}")
+    config = config.model_copy(update={"output_dir": f"{config.output_dir}-{next(RUN_NUMBERS)}"})
     try:
         # Each replica's start-up as the project's launch does it (machinery/tpu/xla.py's launch, in this process).
         _xla_replica(0, main.run, config)

@@ -30,26 +30,24 @@ import sys
 import time
 from pathlib import Path
 
+import yaml
 from answers import REPO, TEMPLATES
-from projects import XLA_CPU, XLA_CPU_CONFIG, XLA_OWN_TESTS, free_port, make_offline, readme_block
+from projects import XLA_CPU, XLA_CPU_CONFIG, XLA_OWN_TESTS, make_offline, readme_block
 
 # What the tests and the lanes share (the templates, the quick-run edits, the README's blocks, ports) lives
 # beside this script: scripts/answers.py and scripts/projects.py, on the tests' path too (pyproject.toml).
 
 LANES = ("newest", "lowest", "xla-2.8")
-# The answers of each launcher a lane covers (every launcher but the TPU's): two processes where
-# there are several, and on torchrun the other shapes a dependency can break (Hydra, autocast).
+# The answers of each launcher a lane covers (every launcher but the TPU's: the README's commands start two gloo
+# processes where there are several), and on torchrun the other shapes a dependency can break (Hydra; autocast, a
+# config key: MIXED_PRECISION).
 LAUNCHERS: dict[str, dict] = {
     "none": {"launcher": "none"},
-    "spawn": {"launcher": "spawn", "backend": "gloo", "nproc_per_node": "2"},
-    "torchrun": {
-        "launcher": "torchrun",
-        "backend": "gloo",
-        "nproc_per_node": "2",
-        "argparser": "hydra",
-        "mixed_precision": "bfloat16",
-    },
+    "spawn": {"launcher": "spawn", "backend": "gloo"},
+    "torchrun": {"launcher": "torchrun", "backend": "gloo", "argparser": "hydra"},
 }
+# The config keys each launcher's project trains with in a lane.
+LANE_CONFIG: dict[str, dict] = {"torchrun": {"mixed_precision": "bfloat16"}}
 # What the projects' own tests need beyond requirements.txt.
 TEST_REQUIREMENTS = ["pytest>=8"]
 # The packages whose versions a lane reports.
@@ -207,10 +205,11 @@ def main(argv: list[str] | None = None) -> int:
     # Every project is baked, whatever the filters: the venv is the one a user of any of them gets.
     projects = []
     for template, launcher, answers in plan(args.lane):
-        project = bake(template, {**answers, "master_port": str(free_port())}, work / f"{template}-{launcher}")
+        project = bake(template, answers, work / f"{template}-{launcher}")
         # The edits a user makes for a brief offline run, on the default models (the releases' claim is theirs)
-        # but on XLA, where segmentation's takes minutes to compile.
-        make_offline(project, light=False, **(XLA_CPU_CONFIG.get(template, {}) if launcher == "xla-tpu" else {}))
+        # but on XLA, where segmentation's takes minutes to compile; on a port of its own (make_offline's).
+        light = XLA_CPU_CONFIG.get(template, {}) if launcher == "xla-tpu" else {}
+        make_offline(project, light=False, **light, **LANE_CONFIG.get(launcher, {}))
         projects.append((template, launcher, project))
     lines = requirements([project for _, _, project in projects], args.lane)
     print(f"{args.lane} lane requirements: {', '.join(lines)}", flush=True)
@@ -227,7 +226,8 @@ def main(argv: list[str] | None = None) -> int:
         if (args.template and template not in args.template) or (args.launcher and launcher not in args.launcher):
             continue
         step_started = time.monotonic()
-        trained = run_step(train_command(project), project, env, project / "lane-train.log", timeout=900)
+        port = {"PET_MASTER_PORT": str(yaml.safe_load((project / "config.yaml").read_text()).get("master_port"))}
+        trained = run_step(train_command(project), project, {**env, **port}, project / "lane-train.log", timeout=900)
         own_tests = XLA_OWN_TESTS.get(template, []) if launcher == "xla-tpu" else []
         tested = run_step(
             [str(venv / "bin" / "python"), "-m", "pytest", "-q", "-p", "no:cacheprovider", *own_tests],

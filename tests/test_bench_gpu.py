@@ -9,6 +9,7 @@ import textwrap
 from pathlib import Path
 
 import pytest
+import yaml
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "bench"))
@@ -44,7 +45,7 @@ def test_every_setting_is_a_row_and_every_row_has_every_column(template):
     assert {s.compile for s in chosen} == {False, True}
     assert {s.channels_last for s in chosen} == ({False, True} if convolutional else {False})
 
-    keys = {"mixed_precision"}  # what the projects say today: the precision, no compile, no memory format
+    keys = {"mixed_precision", "compile"}  # what the projects say: the precision and compile, no memory format
     rows = [fake_row(s, project_overrides(keys, s) is not None) for s in chosen]
     rows[-1] = {"setting": vars(chosen[-1]), "label": chosen[-1].label, "skipped": "time budget"}
     text = gpu.table({"template": template, "device": "NVIDIA H200", "iterations": 100, "rows": rows})
@@ -57,7 +58,7 @@ def test_every_setting_is_a_row_and_every_row_has_every_column(template):
         row = dict(zip(gpu.COLUMNS, cells, strict=True))
         if setting == chosen[-1]:
             assert set(cells[1:]) == {"skipped (time budget)"}
-        elif setting.compile or setting.channels_last:  # the projects cannot say these yet: not faked
+        elif setting.channels_last:  # the projects cannot say it yet: not faked
             assert row["generated (it/s)"] == row["overhead"] == "n/a (not an option yet)"
             assert row["data wait, num_workers 2 (ms/step)"] == "n/a (not an option yet)"
             assert row["hand-written (it/s)"] == "102.0"
@@ -72,17 +73,17 @@ def test_every_setting_is_a_row_and_every_row_has_every_column(template):
 
 
 def test_each_setting_goes_to_the_project_as_its_config_key_where_it_has_one():
-    # Today's projects: the precision as `mixed_precision` (null, float16, bfloat16); compile and channels-last
-    # are not options yet.
-    today = {"mixed_precision", "lr"}
-    assert project_overrides(today, Setting("fp32")) == {"mixed_precision": None}
-    assert project_overrides(today, Setting("bf16")) == {"mixed_precision": "bfloat16"}
-    assert project_overrides(today, Setting("fp16", compile=True)) is None
+    # Today's projects: the precision as `mixed_precision` (null, float16, bfloat16) and `compile`; channels-last is
+    # not an option yet.
+    today = {"mixed_precision", "compile", "lr"}
+    assert project_overrides(today, Setting("fp32")) == {"mixed_precision": None, "compile": False}
+    assert project_overrides(today, Setting("bf16")) == {"mixed_precision": "bfloat16", "compile": False}
+    assert project_overrides(today, Setting("fp16", compile=True)) == {"mixed_precision": "float16", "compile": True}
     assert project_overrides(today, Setting("fp32", channels_last=True)) is None
-    # Before mixed_precision: use_amp, float16 only.
-    assert project_overrides({"use_amp"}, Setting("fp16")) == {"use_amp": True}
-    assert project_overrides({"use_amp"}, Setting("bf16")) is None
-    # A project with the planned keys runs every setting, with no change here.
+    # A project without a key of a setting runs that setting's default only.
+    assert project_overrides({"mixed_precision"}, Setting("bf16")) == {"mixed_precision": "bfloat16"}
+    assert project_overrides({"mixed_precision"}, Setting("bf16", compile=True)) is None
+    # A project with the planned key too runs every setting, with no change here.
     planned = {"mixed_precision", "compile", "channels_last"}
     for setting in settings("vision-classification"):
         overrides = project_overrides(planned, setting)
@@ -135,11 +136,14 @@ def test_the_same_weights_check_tells_a_different_loop_from_a_nondeterministic_d
 # Run in a baked vision project (its modules import as main.py's do): the script's own functions, tiny model, CPU.
 IN_PROJECT = textwrap.dedent(
     """
-    import dataclasses, json, sys, tempfile
+    import json, sys, tempfile
     sys.path.insert(0, sys.argv[1])
     import torch
     import gpu, gpu_loop, loop
-    from gpu_loop import InMemory, Setting, SlowLoader, cached_batches, config_for, generated, hand_written
+    from gpu_loop import (
+        InMemory, Setting, SlowLoader, cached_batches, config_for, config_keys, generated, hand_written,
+        project_overrides,
+    )
 
     loop.WARMUP = 3
     cpu, n, out = torch.device("cpu"), 10, tempfile.mkdtemp()
@@ -148,11 +152,15 @@ IN_PROJECT = textwrap.dedent(
     slow = generated(config_for(n, out, num_workers=0), n, cpu, SlowLoader(batches, 0.05), tiny=True)
     hand = hand_written("vision-classification", config_for(n, out), n, Setting(), cpu, batches, True)
     # A deliberately different loop: the hand-written step at twice the learning rate.
-    other = hand_written("vision-classification", dataclasses.replace(config_for(n, out), lr=0.002), n,
+    other = hand_written("vision-classification", config_for(n, out).model_copy(update={"lr": 0.002}), n,
                          Setting(), cpu, batches, True)
     bf16 = hand_written("vision-classification", config_for(n, out), n, Setting("bf16", channels_last=True), cpu,
                         batches, True)
-    print(json.dumps({"fast": fast, "slow": slow, "hand": hand, "other": other, "bf16": bf16}))
+    # How the baked project is told a compiled bf16 run, and what its config then holds (the bake's key included).
+    said = project_overrides(config_keys(), Setting("bf16", compile=True))
+    told = config_for(n, out, **said)
+    project = {"said": said, "told": [told.mixed_precision, told.compile], "save_best_model": told.save_best_model}
+    print(json.dumps({"fast": fast, "slow": slow, "hand": hand, "other": other, "bf16": bf16, "project": project}))
     """
 )
 
@@ -216,3 +224,21 @@ def test_settings_past_the_time_budget_are_rows_that_say_so():
     assert all(row["skipped"] == "time budget" for row in result["rows"])
     lines = [line for line in gpu.table(result).splitlines() if line.startswith("| fp32") or line.startswith("| bf16")]
     assert len(lines) == 2 and all(cells_of(line)[1] == "skipped (time budget)" for line in lines)
+
+
+def test_the_baked_project_says_precision_and_compile_in_its_config(measured):
+    # The bake's save_best_model=False is config.yaml's key now (no longer a question): the project reads it.
+    project = measured["project"]
+    assert project["said"] == {"mixed_precision": "bfloat16", "compile": True}
+    assert project["told"] == ["bfloat16", True] and project["save_best_model"] is False
+
+
+def test_the_bake_answers_the_questions_and_sets_the_rest_in_config_yaml(tmp_path):
+    """bench/run.py's bake, which every benchmark bakes with: a question's answer goes to cookiecutter, a former one
+    (a run-time key now) to config.yaml, where the project has that key (the GAN evaluates nothing: no best models)."""
+    from run import bake
+
+    project = bake("gan", tmp_path, argparser="fire", compile=True, save_best_model=False)
+    assert "import fire" in (project / "machinery" / "cli.py").read_text()
+    config = yaml.safe_load((project / "config.yaml").read_text())
+    assert config["compile"] is True and "save_best_model" not in config

@@ -6,6 +6,7 @@ so uncommitted changes would not be seen: the test commits them into a temporary
 
 import json
 import os
+import re
 import shlex
 import shutil
 import subprocess
@@ -13,6 +14,7 @@ import sys
 from pathlib import Path
 
 import pytest
+import yaml
 from answers import REPO
 from projects import load_module
 from readme_examples import commands, example
@@ -288,8 +290,8 @@ def test_a_project_made_before_the_machinery_moved_updates_with_cruft_keeping_th
 
     assert (project / "machinery" / "runs" / "start.py").is_file(), "the new layout: the run's start in runs/"
     assert not (project / "machinery" / "runs.py").exists() and not (project / "machinery" / "fit.py").exists()
-    settings = load_module(project / "machinery" / "settings.py")
-    config = settings.load_config(project / "config.yaml", load_module(project / "config.py").Config)
+    files = load_module(project / "machinery" / "config_files.py")
+    config = files.load_config(project / "config.yaml", load_module(project / "config.py").Config)
     assert (config.lr, config.max_epochs) == (0.002, 20), "the user's config.yaml values must survive the update"
     assert "# my own model notes" in (project / "models.py").read_text(), "the user's models.py edit must survive"
 
@@ -303,3 +305,114 @@ def test_a_project_made_before_the_machinery_moved_updates_with_cruft_keeping_th
     assert differ in ([], [".cruft.json"]), (
         f"the updated project differs from a new one with the user's edits in {differ}"
     )
+
+
+# main before the training behaviours were config keys (issue 64): mixed_precision, compile, ema, patience, limit_sec,
+# n_saved, ... were questions, frozen into the generated machinery.
+BEFORE_RUN_TIME_OPTIONS = "0b0dfe8"
+# The answers a user gave then (the issue's), and the keys each left in config.yaml, which the update carries.
+FORMER_ANSWERS = {
+    "patience": "5",
+    "ema": True,
+    "limit_sec": "3600",
+    "n_saved": "3",
+    "compile": True,
+    "mixed_precision": "bfloat16",
+    "timer": True,
+}
+CARRIED = {
+    "patience": 5,
+    "ema_momentum": 0.001,
+    "limit_sec": 3600,
+    "n_saved": 3,
+    "compile": True,
+    "mixed_precision": "bfloat16",
+    "timer": True,  # a question with no key then: its answer, read from the committed .cruft.json
+}
+# The same command before and after the update (fire's, which both take): a short offline run, eager (compiling a
+# torchvision model takes minutes here; the run's own config says compile: true, the command says no).
+SMALL = [
+    "--dataset=synthetic",
+    "--model=shufflenet_v2_x0_5",
+    "--batch_size=8",
+    "--eval_batch_size=8",
+    "--num_workers=0",
+    "--max_epochs=2",
+    "--train_epoch_length=4",
+    "--eval_epoch_length=2",
+    "--save_every_iters=2",
+    "--log_every_iters=1",
+    "--compile=False",
+]
+
+
+def test_a_project_whose_answers_were_behaviours_updates_to_config_keys_with_its_values_and_its_run_continues(
+    tmp_path: Path,
+) -> None:
+    """A project made when patience, ema, limit_sec, n_saved, compile, mixed precision and the timer were questions,
+    with a user's edit (models.py) and a run stopped mid-epoch: `cruft update -y`, then the CHANGELOG's
+    `python -m machinery.upgrade`, leaves config.yaml with every one of those as a key of the user's value (cruft
+    itself cannot: a removed question's answer never reaches the new template), keeps the edit, and is, file for file,
+    a new project but for config.yaml's values; the same command then continues the stopped run from its
+    checkpoint. A command with another config says which keys keep the stopped run from continuing."""
+    if sh(["git", "rev-parse", "--is-shallow-repository"], REPO).stdout.strip() == "true":
+        pytest.skip(f"a shallow clone: the template as it was at {BEFORE_RUN_TIME_OPTIONS} is not in it")
+    repo = tmp_path / "template"
+    repo.mkdir()
+    archive = subprocess.run(["git", "archive", BEFORE_RUN_TIME_OPTIONS], cwd=REPO, capture_output=True, check=True)
+    subprocess.run(["tar", "-x"], cwd=repo, input=archive.stdout, check=True)
+    sh([*GIT, "init", "-q"], repo)
+    commit_all(repo, "questions")
+    out = tmp_path / "out"
+    out.mkdir()
+    project = create(repo, out, "vision-classification", argparser="fire", **FORMER_ANSWERS)
+    assert "patience: 5" in (project / "config.yaml").read_text(), "the old template writes the answer into it"
+    sh([*GIT, "init", "-q"], project)
+    commit_all(project, "generated")
+    models = project / "models.py"
+    models.write_text(models.read_text() + "# my own model notes\n")
+    commit_all(project, "my edit")
+    command = [sys.executable, "main.py", "config.yaml", *SMALL]
+    probe = {**os.environ, "PYTHONPATH": str(REPO / "tests" / "probes"), "STOP_PROBE": "iteration:3"}
+    stopped = subprocess.run(command, cwd=project, env=probe, capture_output=True, text=True, timeout=300)
+    assert stopped.returncode == 143, f"the old project's run, stopped:\n{stopped.stderr[-3000:]}"
+    (run_dir,) = (project / "logs").iterdir()
+    assert (run_dir / "training_checkpoint_3.pt").is_file()
+
+    # The template moves on to this working tree; the user updates as the CHANGELOG says.
+    sh([*GIT, "rm", "-rq", "."], repo)
+    copy_working_tree(repo)
+    commit_all(repo, "options at run time")
+    sh([CRUFT, "update", "-y"], project)
+    assert "patience: null" in (project / "config.yaml").read_text(), "cruft alone resets a former answer's key"
+    upgraded = sh([sys.executable, "-m", "machinery.upgrade"], project).stdout
+    config = yaml.safe_load((project / "config.yaml").read_text())
+    assert {key: config[key] for key in CARRIED} == CARRIED, f"the former answers as keys:\n{upgraded}"
+    assert f"{len(CARRIED)} key(s) of config.yaml set as they were in HEAD" in upgraded, upgraded
+    assert sh([sys.executable, "-m", "machinery.upgrade"], project).stdout.strip() == "Nothing to set", "once"
+    assert models.read_text().endswith("# my own model notes\n"), "the user's edit must survive the update"
+    (tmp_path / "new").mkdir()
+    new = files_of(create(repo, tmp_path / "new", "vision-classification", argparser="fire"))
+    new[Path("models.py")] += b"# my own model notes\n"
+    updated = {path: data for path, data in files_of(project).items() if path.parts[0] != "logs"}
+    differ = sorted(str(p) for p in new.keys() | updated.keys() if new.get(p) != updated.get(p))
+    assert differ == ["config.yaml"], f"a new project but for its values: {differ}"
+    commit_all(project, "options at run time")
+
+    # Another config (a key the stopped run's lock lacks, not at its default): a run of its own, and the log says why.
+    other = run_and_log(project, [*command, "--deterministic=True", "--max_epochs=1", "--train_epoch_length=1"])
+    assert f"The stopped run in logs/{run_dir.name} is not continued, its config differing (deterministic: " in other
+    # The same command as before the update: the run continues from its checkpoint, to its end.
+    continued = run_and_log(project, command)
+    assert f"Continuing the run in logs/{run_dir.name} from logs/{run_dir.name}/training_checkpoint_3.pt" in continued
+    status = yaml.safe_load((run_dir / "status.yaml").read_text())
+    assert status == {"status": "finished", "reason": "max_epochs", "epoch": 2, "iteration": 8}, status
+    iterations = [int(i) for i in re.findall(r" - iteration (\d+):", (run_dir / "training.log").read_text())]
+    assert iterations == list(range(1, 9)), f"each iteration trained once, before and after the update: {iterations}"
+
+
+def run_and_log(project: Path, command: list[str]) -> str:
+    """Run ``command`` in ``project``; its output (the log's records are in it)."""
+    proc = subprocess.run(command, cwd=project, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, f"`{' '.join(command)}` failed:\n{proc.stderr[-3000:]}"
+    return proc.stdout + proc.stderr

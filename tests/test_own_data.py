@@ -362,7 +362,6 @@ for split, seed in (("train", 0), ("test", 1)):
 # each case's error, and the classes of the Parquet dataset folder read by name.
 BAD_TEXTS = """
 import json, shutil, sys
-from dataclasses import replace
 from pathlib import Path
 from config import Config
 from data import get_datasets, setup_tokenizer
@@ -370,7 +369,7 @@ from data import get_datasets, setup_tokenizer
 root = Path(sys.argv[1])
 files = root / "files"
 config = Config(dataset="files", data_path=str(files), text_column="review", label_column="sentiment", max_length=32)
-tokenizer = setup_tokenizer(replace(config, model=str(root / "model")))
+tokenizer = setup_tokenizer(config.model_copy(update={"model": str(root / "model")}))
 test_csv = (files / "test.csv").read_text()
 cases = {
     "no test file": lambda: (files / "test.csv").unlink(),

@@ -136,7 +136,7 @@ def test_a_size_under_a_models_smallest_is_refused_and_would_fail(every_model, t
 # with pretrained weights (SqueezeNet 1.1's, random ones in torch's cache: TORCH_HOME); and the run's refusal of a
 # size its model cannot take. Writes what it found as JSON (argv: a folder to work in).
 KINDS_AND_WEIGHTS = """
-import dataclasses, json, sys
+import json, sys
 from pathlib import Path
 import onnx, torch, yaml
 from torchvision import transforms as T
@@ -158,7 +158,7 @@ def predicted_as_evaluated(name, size, weights=None):
     run_dir = work / name / "logs" / "run"
     run_dir.mkdir(parents=True)
     config = Config(model=name, image_size=size, weights=weights, output_dir=str(run_dir.parent))
-    (run_dir / "config-lock.yaml").write_text(yaml.safe_dump(dataclasses.asdict(config)))
+    (run_dir / "config-lock.yaml").write_text(yaml.safe_dump(config.model_dump()))
     write_classes(run_dir, ["a", "b", "c"])
     torch.manual_seed(0)
     model = setup_model(name, 3, weights, size).eval()
