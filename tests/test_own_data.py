@@ -390,12 +390,14 @@ for case, change in cases.items():
     for path in files.glob("test.*"):
         path.unlink()
     (files / "test.csv").write_text(test_csv)
-hub = replace(config, dataset=str(root / "hub"), text_column="text", label_column="label", data_path=str(root / "c"))
+hub = config.model_copy(
+    update={"dataset": str(root / "hub"), "text_column": "text", "label_column": "label", "data_path": str(root / "c")}
+)
 errors["classes of a dataset by name"] = get_datasets(hub, tokenizer)[2]
 hub_cases = {"a split it has not": {"eval_split": "validation"}, "not on the Hub": {"dataset": "no/such"}}
 for case, settings in hub_cases.items():
     try:
-        get_datasets(replace(hub, **settings), tokenizer)
+        get_datasets(hub.model_copy(update=settings), tokenizer)
         errors[case] = None
     except (ValueError, RuntimeError) as error:
         errors[case] = str(error)

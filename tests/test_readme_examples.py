@@ -367,12 +367,15 @@ def test_train_on_your_data_as_the_readme_shows(bake, tmp_path: Path, template: 
 # left out, one it does not have, and one given to `dataset: files`.
 WRITE_HUB_DATASET = """
 import json, sys
-from dataclasses import replace
 from pathlib import Path
 import yaml
 from config import Config
 from datasets import Value
 from data import get_datasets, setup_tokenizer, synthetic_reviews
+
+
+def replace(config, **changes):
+    return config.model_copy(update=changes)
 
 name, chosen, settings = sys.argv[1], sys.argv[2], json.loads(sys.argv[3])
 configurations = sorted({chosen, "other"})
