@@ -4,13 +4,14 @@ without torch.compile and channels-last; and the generated trainer's data loadin
     bash scripts/bench.sh --gpu          # on a machine with a CUDA GPU: one table per template (under 8 minutes)
     bash scripts/bench.sh --gpu --cpu    # the same script on the CPU, tiny vision model: the per-iteration cost
 
-Each template is baked as it comes, and measured in its own process by bench/gpu_loop.py (see there for what each
-loop does); the generated trainer runs each setting its config.yaml can say (`mixed_precision`: null, float16,
-bfloat16; `compile`: false, true). Columns: the generated trainer's and the hand-written loop's steps per second on the same
-batches held in memory, the overhead (how much longer a generated step takes: hand-written it/s / generated it/s -
-1, and in ms), the peak GPU memory each allocated, the time each generated step waited for the project's loader at
-num_workers 2 (the default) and 0 with its steps per second then, and whether both loops ended with the same weights
-where that is expected (fp32, no compile; elsewhere the loops' order of floating-point operations may differ).
+Each template is baked with its default answers and measured in its own process by bench/gpu_loop.py (see there for
+what each loop does); the generated trainer runs each setting its config.yaml can say (`mixed_precision`: null,
+float16, bfloat16; `compile`: false, true). Columns: the generated trainer's and the hand-written loop's steps per
+second on the same batches held in memory, the overhead (how much longer a generated step takes: hand-written it/s /
+generated it/s - 1, and in ms), the peak GPU memory each allocated, the time each generated step waited for the
+project's loader at num_workers 2 (the default) and 0 with its steps per second then, and whether both loops ended
+with the same weights where that is expected (fp32, no compile; elsewhere the loops' order of floating-point
+operations may differ).
 Settings the generated project cannot say in its config.yaml yet (channels-last) are "n/a (not an option yet)"
 (bench/gpu_loop.py's PROJECT_OPTIONS: one line per option).
 Target: the generated trainer within 5% of the hand-written loop at every setting.

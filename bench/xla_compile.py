@@ -8,8 +8,9 @@ The step has the generated step's shape (trainers.py's train_step with accumulat
 training_engine): ``model.train()``, forward, cross-entropy, backward, ``xm.optimizer_step``, ``zero_grad``, the
 losses stacked into one vector. The loops:
 
-- device loader: what a generated TPU project runs today: each batch from torch_xla's ``MpDeviceLoader``
-  (device_loader in machinery/tpu/device_loaders.py, one device too), the step, then the engine's ``torch_xla.sync()``.
+- device loader: each batch from torch_xla's ``MpDeviceLoader`` as is, the step, then the engine's
+  ``torch_xla.sync()``. (A generated TPU project's training batches, machinery/tpu/device_loaders.py's
+  ``_TrainingBatches``, leave out the loader's sync before each step: the "lazy" loop's, with a device loader.)
   MpDeviceLoader syncs each time it hands out a batch (torch_xla/distributed/parallel_loader.py,
   ``PerDeviceLoader.next``); nothing is pending then (the engine has just synced), and a sync with nothing to run
   waits for the device's last program (torch_xla's ``SyncTensorsGraphInternal``: "Ensure previous execution is
@@ -55,7 +56,7 @@ sys.path.insert(0, str(REPO / "scripts"))
 from projects import XLA_CPU_OWN_TESTS, XLA_LIGHT_MODELS  # noqa: E402
 
 LOOPS = {
-    "device-loader": "today's project: `MpDeviceLoader`, step, `torch_xla.sync()`",
+    "device-loader": "`MpDeviceLoader`, step, `torch_xla.sync()`",
     "lazy": "step, `torch_xla.sync()`",
     "lazy-loader-sync": "`torch_xla.sync()`, step, `torch_xla.sync()`",
     "compile": "`torch_xla.compile(step)`",

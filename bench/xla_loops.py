@@ -202,9 +202,9 @@ def text_naive(epochs: int) -> dict:
     device = xm.xla_device()
     torch.manual_seed(0)
     tokenizer = data.setup_tokenizer(config)
-    train, _ = data.get_datasets(config, tokenizer)
+    train, _, _ = data.get_datasets(config, tokenizer)
     model = models.setup_model(config, vocab_size=len(tokenizer), num_classes=data.NUM_CLASSES).to(device)
-    optimizer = torch.optim.AdamW(model.parameters(), lr=config.lr)
+    optimizer = torch.optim.AdamW(model.parameters(), lr=models.learning_rate(config))  # lr null: the project's pick
     loss_fn = torch.nn.CrossEntropyLoss()
 
     def step(batch) -> dict:
