@@ -2,7 +2,7 @@
 
     IGNITE_TEMPLATES_COSTS=/tmp/costs bash scripts/test.sh
     python scripts/suite_costs.py /tmp/costs --table [--all-in 19.2] [--ci 1281]  # CONTRIBUTING.md's table
-    python scripts/suite_costs.py /tmp/costs [--slowest 30]  # every table, as in docs/suite-history.md
+    python scripts/suite_costs.py /tmp/costs [--slowest 30]  # every table: the work, the files, the slowest tests
 
 ``--table`` prints the one table of CONTRIBUTING.md ("What the suite costs"): a row per test file and a last row
 for the whole suite, under a line that names the pass (``--all-in``: the minutes from a fresh clone or in place,

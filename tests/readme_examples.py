@@ -227,6 +227,22 @@ EXAMPLES = [
         ("tests/test_cruft.py::test_the_readmes_cruft_commands_create_check_and_update_a_project",),
     ),
     Example(
+        "## Options",
+        "yaml",
+        r"^mixed_precision: ",
+        (
+            "tests/test_preemption.py::test_every_behaviour_switched_on_trains_and_a_run_stopped_three_times_ends_bit_identical",
+        ),
+    ),
+    Example(
+        "### Projects made while the training behaviours were questions (issue 64)",
+        "bash",
+        r"^cruft update -y\npython -m machinery\.upgrade",
+        (
+            "tests/test_cruft.py::test_a_project_whose_answers_were_behaviours_updates_to_config_keys_with_its_values_and_its_run_continues",
+        ),
+    ),
+    Example(
         "### Change an answer later (GPU to TPU and back)",
         "bash",
         r"^cruft update -y --variables-to-update ",

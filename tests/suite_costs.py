@@ -3,7 +3,7 @@ processes and the seconds it spent in each kind of work (bakes, training runs, n
 
 Loaded by conftest.py when ``IGNITE_TEMPLATES_COSTS`` names a directory; each pytest worker writes one JSON
 lines file there. ``python scripts/suite_costs.py DIR --table`` prints CONTRIBUTING.md's "What the suite costs"
-table from them (without ``--table``: every table, as docs/suite-history.md keeps them).
+table from them (without ``--table``: every table: the work, the files, the slowest tests).
 """
 
 import json

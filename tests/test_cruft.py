@@ -379,17 +379,26 @@ def test_a_project_whose_answers_were_behaviours_updates_to_config_keys_with_its
     (run_dir,) = (project / "logs").iterdir()
     assert (run_dir / "training_checkpoint_3.pt").is_file()
 
-    # The template moves on to this working tree; the user updates as the CHANGELOG says.
+    # The template moves on to this working tree; the user updates as the README says (its commands as written).
     sh([*GIT, "rm", "-rq", "."], repo)
     copy_working_tree(repo)
     commit_all(repo, "options at run time")
-    sh([CRUFT, "update", "-y"], project)
+    heading = "### Projects made while the training behaviours were questions (issue 64)"
+    update, upgrade, commit = commands(example((REPO / "README.md").read_text(), heading, "bash"))
+    env = {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}", **README_SHELL}
+
+    def run(line: str) -> str:
+        proc = subprocess.run(["bash", "-c", line], cwd=project, env=env, capture_output=True, text=True)
+        assert proc.returncode == 0, f"the README's `{line}` failed:\n{proc.stdout}\n{proc.stderr}"
+        return proc.stdout
+
+    run(update)
     assert "patience: null" in (project / "config.yaml").read_text(), "cruft alone resets a former answer's key"
-    upgraded = sh([sys.executable, "-m", "machinery.upgrade"], project).stdout
+    upgraded = run(upgrade)
     config = yaml.safe_load((project / "config.yaml").read_text())
     assert {key: config[key] for key in CARRIED} == CARRIED, f"the former answers as keys:\n{upgraded}"
     assert f"{len(CARRIED)} key(s) of config.yaml set as they were in HEAD" in upgraded, upgraded
-    assert sh([sys.executable, "-m", "machinery.upgrade"], project).stdout.strip() == "Nothing to set", "once"
+    assert run(upgrade).strip() == "Nothing to set", "what it set is the user's own value from then on"
     assert models.read_text().endswith("# my own model notes\n"), "the user's edit must survive the update"
     (tmp_path / "new").mkdir()
     new = files_of(create(repo, tmp_path / "new", "vision-classification", argparser="fire"))
@@ -397,7 +406,7 @@ def test_a_project_whose_answers_were_behaviours_updates_to_config_keys_with_its
     updated = {path: data for path, data in files_of(project).items() if path.parts[0] != "logs"}
     differ = sorted(str(p) for p in new.keys() | updated.keys() if new.get(p) != updated.get(p))
     assert differ == ["config.yaml"], f"a new project but for its values: {differ}"
-    commit_all(project, "options at run time")
+    run(commit)
 
     # Another config (a key the stopped run's lock lacks, not at its default): a run of its own, and the log says why.
     other = run_and_log(project, [*command, "--deterministic=True", "--max_epochs=1", "--train_epoch_length=1"])

@@ -393,3 +393,39 @@ def test_the_tpu_pins_are_written_once_in_the_template_sources() -> None:
         if re.search(r"\b(2\.9\.0|0\.24\.0)\b", p.read_text(errors="replace"))
     }
     assert holders == {"common/partials/flags.j2"}, f"a TPU pin written outside flags.j2: {sorted(holders)}"
+
+
+# What may differ in the machinery of two bakes of one template and one backend family (GPUs and CPUs: nccl, gloo;
+# TPUs: xla-tpu), over the pairwise grid of every other answer: each an optional file's hook. Nothing else: a
+# training behaviour is a config key, read at run time.
+MACHINERY_DIFFERENCES = {
+    "__init__.py": "the map names the optional modules a project has",
+    "cli.py": "the argparser's command line, a file per answer",
+    "training/fit.py": "the one-line hooks that attach the tracker and a sweep's pruning",
+    "training/tracker.py": "the tracker's module, a file per answer",
+}
+
+
+def backend_family(combo: dict) -> str:
+    return "tpu" if combo["backend"] == "xla-tpu" else "gpu"
+
+
+@pytest.mark.parametrize("template", TEMPLATES)
+def test_the_machinery_is_the_same_whatever_the_answers_but_for_its_optional_files(baked, template: str) -> None:
+    differ: dict[str, set[str]] = {}
+    for family in ("gpu", "tpu"):
+        projects = [
+            baked(template, **combo) for name, combo in BAKES if name == template and backend_family(combo) == family
+        ]
+        assert len(projects) > 1, f"{template}: the grid has {len(projects)} {family} bakes"
+        seen: dict[str, bytes] = {}
+        for project in projects:
+            for path in sorted((project / "machinery").rglob("*.py")):
+                module = path.relative_to(project / "machinery").as_posix()
+                text = path.read_bytes()
+                if seen.setdefault(module, text) != text:
+                    differ.setdefault(module, set()).add(family)
+    assert set(differ) == set(MACHINERY_DIFFERENCES), (
+        f"{template}: machinery modules that differ between two bakes of one backend family: {sorted(differ)}; "
+        f"only an optional file's hook may ({sorted(MACHINERY_DIFFERENCES)}): make the behaviour a config key"
+    )

@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from answers import SUPERVISED, TEMPLATES
+from answers import REPO, SUPERVISED, TEMPLATES
 from checkpoints import differences, load_checkpoint
 from environments import PYTHON, XLA_CPU, XLA_LIGHT_MODELS, XLA_PYTHON
 from projects import (
@@ -129,6 +129,9 @@ def test_every_behaviour_switched_on_trains_and_a_run_stopped_three_times_ends_b
     project = bake(template)
     switched_on = settings(example((project / "README.md").read_text(), "## Configuration", "yaml", "^mixed_precision"))
     assert {"compile", "deterministic", "timer", "limit_sec", "save_training", "n_saved"} <= set(switched_on)
+    if template == "vision-classification":  # Ignite Templates' README shows a GPU project's, a classifier's
+        ours = settings(example((REPO / "README.md").read_text(), "## Options", "yaml", "^mixed_precision"))
+        assert ours == switched_on, "Ignite Templates' README shows the generated README's block"
     switched_on |= CHEAPER.get(template, {})
     # 3 epochs of 4 iterations, a checkpoint every 3 iterations and after each epoch, every loss logged; the
     # generated num_workers.

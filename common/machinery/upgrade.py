@@ -2,8 +2,8 @@
 
 What the update reset in config.yaml, each key's value put back from the commit before it (``REVISION``, HEAD by
 default): the key's value in that commit's config.yaml, or the answer of that commit's .cruft.json that set it when
-it was a question (mixed_precision, ema, patience, ... before issue 64 of Ignite Templates). A key you have changed since the
-update is left as it is. Prints each key it sets."""
+it was a question (mixed_precision, ema, patience, ... before Ignite Templates' issue 64). A key you have changed
+since the update is left as it is. Prints each key it sets."""
 
 import json
 import subprocess
