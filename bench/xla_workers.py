@@ -67,7 +67,7 @@ def main() -> None:
         loaders = each_pass / "machinery" / "data" / "loaders.py"
         assert KEPT in loaders.read_text(), "the project's loaders no longer keep spawned workers: update this script"
         loaders.write_text(loaders.read_text().replace(KEPT, "{}"))
-        variants = {"kept (today)": (kept, 2), "spawned at every pass": (each_pass, 2), "no workers": (kept, 0)}
+        variants = {"kept (the project's)": (kept, 2), "spawned at every pass": (each_pass, 2), "no workers": (kept, 0)}
         for project, workers in variants.values():
             light = XLA_LIGHT_MODELS["vision-classification"]
             make_offline(project, max_epochs=3, train_epoch_length=4, num_workers=workers, deterministic=True, **light)
