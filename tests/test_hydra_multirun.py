@@ -99,7 +99,7 @@ def test_a_multirun_trains_each_job_and_a_stopped_one_continues_where_it_stopped
     assert "Error executing job with overrides: ['lr=-1']" in proc.stderr, outcome(proc)
     summary = proc.stderr.split("2 of the multirun's jobs failed:\n", 1)[-1].splitlines()
     assert summary[:2] == [
-        "  #0 (lr=-1): ValueError: Invalid learning rate: -1",
+        "  #0 (lr=-1): ValueError: Invalid learning rate: -1.0",
         "  #1 (lr=abc): The config Hydra composed has values that are not allowed: lr: 'abc' is not allowed: it "
         "must be a valid number",
     ], outcome(proc)

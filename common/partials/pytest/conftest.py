@@ -60,8 +60,9 @@ TINY = {
 
 @pytest.fixture
 def config(tmp_path: Path) -> Config:
-    """config.yaml with synthetic data, two tiny epochs, one process and outputs under ``tmp_path``."""
-    outputs = {"data_path": str(tmp_path / "data"), "output_dir": str(tmp_path / "runs"), "backend": None}
+    """config.yaml with synthetic data, two tiny epochs and outputs under ``tmp_path``; its backend (one process on a
+    GPU or CPU, the XLA device in a TPU project): ``run`` is called here, in this process."""
+    outputs = {"data_path": str(tmp_path / "data"), "output_dir": str(tmp_path / "runs")}
     return load_config(PROJECT_DIR / "config.yaml", Config, **TINY, **outputs)
 
 
