@@ -7,6 +7,7 @@ config.yaml is written from config.py (one source): these tests check that the t
 shapes them, and that every argparser's path refuses what it must.
 """
 
+import os
 import re
 import subprocess
 from pathlib import Path
@@ -14,6 +15,7 @@ from pathlib import Path
 import pytest
 import yaml
 from answers import TEMPLATES, pairwise, template_options, valid
+from environments import PYTHON
 from projects import load_module, make_offline, readme_train_command
 from rendering import render
 
@@ -214,3 +216,30 @@ def test_processes_torchrun_started_must_have_a_backend_and_spawn_none_of_their_
     with pytest.raises(SystemExit, match="nproc_per_node: 2 is not allowed where torchrun started the processes"):
         launch.check_processes(config_class(backend="gloo", nproc_per_node=2), override)
     launch.check_processes(config_class(backend="gloo"), override)
+
+
+# What argparse's --help says a key takes (the line after its name), at a terminal 120 columns wide.
+HELP_LINES = {
+    "vision-classification": [
+        "--mixed_precision VALUE\n                        'float16' or 'bfloat16' or null",
+        "--ema_momentum VALUE  a float above 0 and at most 1 or null",
+        "--master_port VALUE   an int at least 1 and at most 65535",
+        "--backend VALUE       'nccl' or 'gloo' or null",
+        "--lr VALUE            a float",
+    ],
+    "gan": ["--backend VALUE       'xla-tpu'", "--n_saved VALUE       an int above 0"],
+}
+
+
+@pytest.mark.parametrize("template", sorted(HELP_LINES))
+def test_argparse_help_names_every_config_key_and_the_values_it_takes(bake, template: str) -> None:
+    """`python main.py --help` lists each key of config.yaml as an option, with its type, range or choices."""
+    project = bake(template, argparser="argparse", **({"backend": "xla-tpu"} if template == "gan" else {}))
+    proc = subprocess.run(
+        [PYTHON, "main.py", "--help"], cwd=project, capture_output=True, text=True, env={**os.environ, "COLUMNS": "120"}
+    )
+    assert proc.returncode == 0, proc.stderr
+    options = re.findall(r"(?m)^  --(\w+) VALUE", proc.stdout)
+    assert options == list(config_yaml(project)), "the options are config.yaml's keys, in its order"
+    for line in HELP_LINES[template]:
+        assert line in proc.stdout, f"--help lacks {line!r}:\n{proc.stdout}"

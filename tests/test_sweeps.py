@@ -120,7 +120,7 @@ def test_a_sweep_killed_mid_trial_continues_that_trial_prunes_in_every_process_a
         assert (study_dir / picture).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n", picture
     best = max(trials, key=lambda trial: trial.value if trial.state.name == "COMPLETE" else -1)
     (shown,) = re.findall(r"Train it: (.*)", out)
-    assert shown == f"python main.py logs/sweeps/{name}/best-config.yaml --backend gloo", shown
+    assert shown == f"python main.py logs/sweeps/{name}/best-config.yaml --backend gloo --nproc_per_node 2", shown
     config = yaml.safe_load((study_dir / "best-config.yaml").read_text())
     assert config["output_dir"] == "./logs" and config["lr"] == best.params["lr"]
     train = subprocess.run(

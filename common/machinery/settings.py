@@ -42,8 +42,10 @@ class RunSettings(BaseModel):
     """config.yaml's keys the machinery reads (after the project's own), typed, defaulting to the generated values."""
 
     # Strict: a value of another type stops the run (YAML's own numbers and booleans only), as does an unknown key.
-    # The project's keys may start with "model_": pydantic's own names are not taken from them.
-    model_config = ConfigDict(strict=True, extra="forbid", protected_namespaces=())
+    # The project's keys may start with "model_": pydantic's own names are not taken from them. The validator is
+    # built at the first config read, not at import: a spawned process (a loader worker too) imports config.py but
+    # reads no config.
+    model_config = ConfigDict(strict=True, extra="forbid", protected_namespaces=(), defer_build=True)
 
 {% include "config/run_settings.py" %}
 

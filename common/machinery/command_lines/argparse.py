@@ -1,8 +1,10 @@
 """The command line (argparse): ``python main.py config.yaml --key value ...``, any config key set for this command."""
 
 from argparse import SUPPRESS, ArgumentParser, RawDescriptionHelpFormatter
+from collections.abc import Iterable
 from pathlib import Path
-from typing import Any
+from types import UnionType
+from typing import Annotated, Any, Literal, Union, get_args, get_origin
 
 import yaml
 
@@ -23,11 +25,40 @@ def cli(run: RunFn, config_class: ConfigClass) -> None:
     parser.add_argument("config", type=Path, help="path to the YAML config, e.g. config.yaml")
     keys = parser.add_argument_group("config keys (config.yaml's value where not given)")
     for key in file_order(config_class):
-        annotation = config_class.model_fields[key].annotation
-        keys.add_argument(f"--{key}", default=SUPPRESS, metavar="VALUE", type=lambda text, a=annotation: _read(text, a))
+        field = config_class.model_fields[key]
+        annotation = field.annotation
+        keys.add_argument(
+            f"--{key}",
+            default=SUPPRESS,
+            metavar="VALUE",
+            type=lambda text, a=annotation: _read(text, a),
+            help=_kind(annotation, field.metadata),
+        )
     args = vars(parser.parse_args())
     config = load_config(args.pop("config"), config_class, **args)
     launch(run, config, OVERRIDE)
+
+
+# What --help says of a key's bounds, kept by pydantic as annotated_types' (Field(gt=0, le=1): Gt(gt=0), Le(le=1)).
+BOUNDS = {"Gt": "above", "Ge": "at least", "Lt": "below", "Le": "at most"}
+NAMES = {int: "an int", float: "a float", str: "text", bool: "true or false", type(None): "null"}
+
+
+def _kind(annotation: Any, metadata: Iterable[Any] = ()) -> str:
+    """The values a key takes, as --help shows them: ``an int above 0``, ``'float16' or 'bfloat16' or null``.
+    ``metadata``: its bounds (a field's own, or a Field(...)'s in an Annotated)."""
+    if get_origin(annotation) is Literal:
+        return " or ".join(repr(value) for value in get_args(annotation))
+    if get_origin(annotation) in (Union, UnionType):
+        return " or ".join(_kind(member) for member in get_args(annotation))
+    if get_origin(annotation) is Annotated:
+        base, *inner = get_args(annotation)
+        return _kind(base, [item for entry in inner for item in getattr(entry, "metadata", [entry])])
+    name = NAMES.get(annotation, getattr(annotation, "__name__", str(annotation)))
+    bounds = [
+        f"{BOUNDS[kind]} {getattr(item, kind.lower())}" for item in metadata if (kind := type(item).__name__) in BOUNDS
+    ]
+    return " ".join([name, " and ".join(bounds)]) if bounds else name
 
 
 def _read(text: str, annotation: Any) -> Any:

@@ -100,11 +100,13 @@ def _check_distribution(path: Path, key: str, spec: Any, config_class: type[RunS
     if kind == "categorical" and not (isinstance(values, list) and values):
         raise SystemExit(f"{where}: choices must be a list of values (got {values!r})")
     # Every value the trial may get: the choices, or both ends (a float between two ints of an int key refused too).
-    refused = [why for value in values if (why := value_refused(config_class, key, value))]
-    if not refused and kind == "float" and value_refused(config_class, key, 0.5 * (values[0] + values[1])):
-        refused = [value_refused(config_class, key, 0.5 * (values[0] + values[1]))]
+    refused = [(value, why) for value in values if (why := value_refused(config_class, key, value))]
+    middle = 0.5 * (values[0] + values[1]) if kind == "float" else None
+    if not refused and middle is not None and (why := value_refused(config_class, key, middle)):
+        refused = [(middle, why)]
     if refused:
-        raise SystemExit(f"{where}: a trial's value cannot be the config key's: {'; '.join(refused)}")
+        wrong, whys = [value for value, _ in refused], "; ".join(why for _, why in refused)
+        raise SystemExit(f"{where}: {wrong} cannot be the config key's values: {whys}")
     if kind == "categorical":
         return
     if not isinstance(spec.get("log", False), bool) or not _is_number(spec.get("step", number(1)), number):
